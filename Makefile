@@ -1,0 +1,115 @@
+# fairgate — top-level build.
+#
+#   make          build everything into build/ (-Wall -Wextra -Werror)
+#   make test     install missing deps, build the test flavour (ASan+UBSan) into
+#                 build/test/, run every test; ends with "N passed, N failed"
+#   make demo     install missing deps, build, run the demo on fairgate-sim
+#   make bench    install missing deps, build, run the benchmarks (ratios)
+#   make deps     install the Debian packages the build and tests need
+#
+# Each folder adds its sources in its own build.mk (see mk/README); this file
+# owns only the rules.
+
+BUILD   ?= build
+SAN     ?= 0
+CC      ?= gcc
+CLANG   ?= clang
+BPFTOOL ?= bpftool
+ARCH_INC := /usr/include/$(shell $(CC) -dumpmachine 2>/dev/null)
+
+CFLAGS  := -std=gnu11 -g -Wall -Wextra -Werror -D_GNU_SOURCE -I. -I$(BUILD)/include
+LDFLAGS :=
+LDLIBS  := -lbpf -lelf -lz -lyaml -ljansson -lcrypto -lhttp_parser -lpthread -lm
+ifeq ($(SAN),1)
+CFLAGS  += -O1 -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined -DFG_SANITIZED=1
+LDFLAGS += -fsanitize=address,undefined
+else
+CFLAGS  += -O2
+endif
+BPF_CFLAGS := -g -O2 -target bpf -Wall -Werror -I. -I$(ARCH_INC)
+
+# Filled by */build.mk
+LIB_SRCS        :=   # pure logic linked everywhere (policy/)
+AGENT_LIB_SRCS  :=   # agent code without main(), also linked into tests
+SIM_LIB_SRCS    :=   # simulator code without main()
+FAIRGATED_MAIN  :=
+FAIRGATECTL_MAIN :=
+SIM_MAIN        :=
+BPF_PROGS       :=   # bpf/NAME.bpf.c -> $(BUILD)/bpf/NAME.bpf.o + $(BUILD)/include/NAME.skel.h
+UNIT_TESTS      :=   # single-file cmocka programs -> $(BUILD)/tests/NAME
+TOOLS           :=   # single-file helper programs (load generator, bench drivers) -> $(BUILD)/NAME
+TEST_SCRIPTS    :=   # shell tests printing TAP, run by selftests/run.sh
+
+include $(sort $(wildcard */build.mk))
+
+obj = $(patsubst %.c,$(BUILD)/obj/%.o,$(1))
+SKELS := $(patsubst bpf/%.bpf.c,$(BUILD)/include/%.skel.h,$(BPF_PROGS))
+BPF_OBJS := $(patsubst bpf/%.bpf.c,$(BUILD)/bpf/%.bpf.o,$(BPF_PROGS))
+LIBFG := $(BUILD)/libfg.a
+LIBAGENT := $(BUILD)/libfgagent.a
+LIBSIM := $(BUILD)/libfgsim.a
+LIBS := $(LIBAGENT) $(LIBSIM) $(LIBFG)
+BINS := $(BUILD)/fairgated $(BUILD)/fairgatectl $(BUILD)/fairgate-sim
+TEST_BINS := $(patsubst %.c,$(BUILD)/tests/%,$(notdir $(UNIT_TESTS)))
+TOOL_BINS := $(patsubst %.c,$(BUILD)/%,$(notdir $(TOOLS)))
+
+.PHONY: all tests test demo bench deps clean
+.DEFAULT_GOAL := all
+
+all: $(BINS) $(TOOL_BINS)
+
+tests: all $(TEST_BINS)
+
+$(BUILD)/obj/%.o: %.c | $(SKELS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -MMD -MP -c $< -o $@
+
+$(LIBFG): $(call obj,$(LIB_SRCS))
+	@mkdir -p $(dir $@); rm -f $@; ar rcs $@ $^
+$(LIBAGENT): $(call obj,$(AGENT_LIB_SRCS))
+	@mkdir -p $(dir $@); rm -f $@; ar rcs $@ $^
+$(LIBSIM): $(call obj,$(SIM_LIB_SRCS))
+	@mkdir -p $(dir $@); rm -f $@; ar rcs $@ $^
+
+$(BUILD)/fairgated: $(call obj,$(FAIRGATED_MAIN)) $(LIBS)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+$(BUILD)/fairgatectl: $(call obj,$(FAIRGATECTL_MAIN)) $(LIBS)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+$(BUILD)/fairgate-sim: $(call obj,$(SIM_MAIN)) $(LIBS)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+define one_file_prog
+$(1): $(call obj,$(2)) $$(LIBS)
+	@mkdir -p $$(dir $$@)
+	$$(CC) $$(LDFLAGS) -o $$@ $$^ $$(LDLIBS) $(3)
+endef
+$(foreach t,$(UNIT_TESTS),$(eval $(call one_file_prog,$(BUILD)/tests/$(notdir $(t:.c=)),$(t),-lcmocka)))
+$(foreach t,$(TOOLS),$(eval $(call one_file_prog,$(BUILD)/$(notdir $(t:.c=)),$(t),)))
+
+$(BUILD)/bpf/%.bpf.o: bpf/%.bpf.c $(wildcard maps/*.h bpf/*.h)
+	@mkdir -p $(dir $@)
+	$(CLANG) $(BPF_CFLAGS) -c $< -o $@
+$(BUILD)/include/%.skel.h: $(BUILD)/bpf/%.bpf.o
+	@mkdir -p $(dir $@)
+	$(BPFTOOL) gen skeleton $< name $*_bpf > $@.tmp && mv $@.tmp $@
+
+deps:
+	@scripts/deps.sh
+
+test: deps
+	@$(MAKE) --no-print-directory BUILD=build/test SAN=1 tests
+	@selftests/run.sh build/test
+
+demo: deps
+	@$(MAKE) --no-print-directory all
+	@scripts/demo.sh build
+
+bench: deps
+	@scripts/deps.sh --bench
+	@$(MAKE) --no-print-directory all
+	@bench/run.sh build
+
+clean:
+	rm -rf build
+
+-include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)

@@ -1,0 +1,39 @@
+/* agent.h — the state one fairgated process owns, shared by its modules.
+ *
+ * fairgated.c builds this once, then hands it to the kernel module
+ * (kernel.h: maps and XDP), the control server (ctl_server.h) and the proxy
+ * (proxy.h). Single-threaded: everything runs on `loop`.
+ */
+#ifndef FAIRGATE_AGENT_H
+#define FAIRGATE_AGENT_H
+
+#include <stdbool.h>
+#include "policy/policy.h"
+#include "policy/cost_model.h"
+#include "agent/event_loop.h"
+
+struct fg_kernel;
+struct fg_ctl_server;
+struct fg_proxy;
+
+struct fg_agent_opts {
+	const char *policy_path;
+	const char *ctl_path;     /* default FG_CTL_SOCK_PATH */
+	const char *pin_dir;      /* default FG_PIN_DIR (maps/) */
+	bool cleanup;             /* unpin maps on exit */
+	bool no_bpf;              /* run without kernel enforcement */
+};
+
+struct fg_agent_state {
+	struct fg_agent_opts opts;
+	struct fg_policy *policy;    /* current policy; replaced whole on reload */
+	struct fg_cost_model cm;
+	struct fg_loop *loop;
+	struct fg_kernel *kernel;    /* NULL when kernel enforcement is off */
+	struct fg_ctl_server *ctl;
+	struct fg_proxy *proxy;
+};
+
+#define FG_CTL_SOCK_PATH "/run/fairgate/ctl.sock"
+
+#endif

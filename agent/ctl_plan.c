@@ -1,0 +1,196 @@
+/* ctl_plan.c — `fairgatectl plan`: the cost model's derivations for a policy,
+ * printed the way the seed works them out, or as JSON (keys per DESIGN.md).
+ * Optional: a tenant load (--rps/--in/--out) and a context length (--context). */
+#include <getopt.h>
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "agent/ctl_commands.h"
+#include "policy/cost_model.h"
+#include "policy/policy.h"
+
+struct plan_args {
+	const char *policy;
+	bool json;
+	double rps, in, out, context;
+	bool have_load, have_context;
+};
+
+static int parse_number(const char *flag, const char *s, double *out)
+{
+	char *end;
+	double v = strtod(s, &end);
+
+	if (end == s || *end || !isfinite(v) || v < 0) {
+		fprintf(stderr, "fairgatectl plan: %s wants a non-negative number, got '%s'\n", flag, s);
+		return -1;
+	}
+	*out = v;
+	return 0;
+}
+
+static int parse_args(int argc, char **argv, struct plan_args *a)
+{
+	static const struct option longopts[] = {
+		{ "policy", required_argument, NULL, 'p' }, { "json", no_argument, NULL, 'j' },
+		{ "rps", required_argument, NULL, 'r' },    { "in", required_argument, NULL, 'i' },
+		{ "out", required_argument, NULL, 'o' },    { "context", required_argument, NULL, 'c' },
+		{ 0 }
+	};
+	int opt, load_flags = 0;
+
+	memset(a, 0, sizeof(*a));
+	optind = 0; /* argv here starts after "plan" */
+	while ((opt = getopt_long(argc + 1, argv - 1, "", longopts, NULL)) != -1) {
+		switch (opt) {
+		case 'p': a->policy = optarg; break;
+		case 'j': a->json = true; break;
+		case 'r': if (parse_number("--rps", optarg, &a->rps)) return -1; load_flags |= 1; break;
+		case 'i': if (parse_number("--in", optarg, &a->in)) return -1; load_flags |= 2; break;
+		case 'o': if (parse_number("--out", optarg, &a->out)) return -1; load_flags |= 4; break;
+		case 'c': if (parse_number("--context", optarg, &a->context)) return -1; a->have_context = true; break;
+		default: return -1;
+		}
+	}
+	if (optind != argc + 1) {
+		fprintf(stderr, "fairgatectl plan: unexpected argument '%s'\n", argv[optind - 1]);
+		return -1;
+	}
+	if (!a->policy) {
+		fprintf(stderr, "fairgatectl plan: --policy FILE is required\n");
+		return -1;
+	}
+	if (load_flags && load_flags != 7) {
+		fprintf(stderr, "fairgatectl plan: --rps, --in and --out go together\n");
+		return -1;
+	}
+	a->have_load = load_flags == 7;
+	return 0;
+}
+
+static void print_json(const struct fg_cost_model *cm, const struct plan_args *a)
+{
+	json_t *o = json_object();
+
+	json_object_set_new(o, "prompt_token_us", json_real(cm->prompt_token_s * 1e6));
+	json_object_set_new(o, "decode_step_ms", json_real(cm->decode_step_s * 1e3));
+	json_object_set_new(o, "output_token_us", json_real(cm->output_token_s * 1e6));
+	json_object_set_new(o, "output_weight", json_real(cm->output_weight));
+	json_object_set_new(o, "replica_units_per_s", json_real(cm->replica_units_per_s));
+	json_object_set_new(o, "kv_bytes_per_token", json_real(cm->kv_bytes_per_token));
+	json_object_set_new(o, "kv_pool_tokens", json_real(cm->kv_pool_tokens));
+	json_object_set_new(o, "dedicated_usd_per_month", json_real(cm->dedicated_usd_per_month));
+	json_object_set_new(o, "cached_prompt_weight", json_real(cm->cached_prompt_weight));
+	if (a->have_load) {
+		struct fg_load_cost l = fg_load_cost(cm, a->rps, a->in, a->out);
+		json_object_set_new(o, "tenant_units_per_s", json_real(l.units_per_s));
+		json_object_set_new(o, "tenant_replicas", json_real(l.replicas));
+	}
+	if (a->have_context) {
+		struct fg_context_cost c = fg_context_cost(cm, a->context);
+		json_object_set_new(o, "context_kv_bytes", json_real(c.kv_bytes));
+		json_object_set_new(o, "context_kv_gib", json_real(c.kv_gib));
+		json_object_set_new(o, "context_kv_bytes_per_gpu", json_real(c.kv_bytes_per_gpu));
+		json_object_set_new(o, "context_pool_share", json_real(c.pool_share));
+	}
+	json_dumpf(o, stdout, JSON_INDENT(2) | JSON_REAL_PRECISION(10));
+	fputc('\n', stdout);
+	json_decref(o);
+}
+
+/* Numbers written the way the seed writes them: 70.55e9, 1979e12, 0.50. */
+static const char *sci(double v, char *buf, size_t len)
+{
+	int exp = 0;
+	double m = v;
+
+	if (v >= 1e6) {
+		while (m >= 1000) {
+			m /= 1000;
+			exp += 3;
+		}
+		if (exp > 9)  /* keep the seed's style: 1979e12, 3.35e12 */
+			while (m < 1000 && exp > 12) { m *= 1000; exp -= 3; }
+		snprintf(buf, len, "%.4ge%d", m, exp);
+	} else {
+		snprintf(buf, len, "%.4g", v);
+	}
+	return buf;
+}
+
+static void print_human(const struct fg_policy *p, const struct fg_cost_model *cm,
+			const struct plan_args *a)
+{
+	const struct fg_replica *r = &p->replica;
+	char b1[32], b2[32], b3[32];
+	double kv_ref = (double)r->decode_batch * r->decode_context * cm->kv_bytes_per_token / cm->gpus;
+
+	printf("replica: %s, %u GPUs, prefill MFU %.2f, decode MBU %.2f, batch %u at %u tokens of context\n\n",
+	       r->model.name, r->gpus, r->prefill_mfu, r->decode_mbu, r->decode_batch, r->decode_context);
+	printf("prompt token  = 2 x %s / (%u x %s x %.2f) = %.1f us\n",
+	       sci(r->model.params, b1, sizeof(b1)), r->gpus, sci(r->peak_flops, b2, sizeof(b2)),
+	       r->prefill_mfu, cm->prompt_token_s * 1e6);
+	printf("decode step   = (%.1f GB + %u x %u x %.0f B / %u) / %s = %.1f ms\n",
+	       cm->weights_bytes_per_gpu / 1e9, r->decode_batch, r->decode_context,
+	       cm->kv_bytes_per_token, r->gpus, sci(cm->hbm_effective_per_gpu, b3, sizeof(b3)),
+	       cm->decode_step_s * 1e3);
+	(void)kv_ref;
+	printf("output token  = %.1f ms / %u = %.0f us\n", cm->decode_step_s * 1e3, r->decode_batch,
+	       cm->output_token_s * 1e6);
+	printf("weight        = %.0f / %.1f = %.2f prompt-token units per output token\n",
+	       cm->output_token_s * 1e6, cm->prompt_token_s * 1e6, cm->output_weight);
+	printf("replica budget = %.2f / %.1f us = %.0f units per second at a %.0f%% ceiling\n",
+	       r->ceiling, cm->prompt_token_s * 1e6, cm->replica_units_per_s, r->ceiling * 100);
+	printf("KV per token  = 2 x %u layers x %u kv_heads x %u x %.0f B = %.0f B\n", r->model.layers,
+	       r->model.kv_heads, r->model.head_dim, r->model.kv_bytes, cm->kv_bytes_per_token);
+	printf("KV pool       = %.0f tokens per replica\n", cm->kv_pool_tokens);
+	printf("cached prompt token = %.2f units\n", cm->cached_prompt_weight);
+	printf("dedicated replica   = %u GPUs x $%.2f x %.0f h = $%.0f per month\n", r->gpus,
+	       r->usd_per_hour, FG_HOURS_PER_MONTH, cm->dedicated_usd_per_month);
+	if (a->have_load) {
+		struct fg_load_cost l = fg_load_cost(cm, a->rps, a->in, a->out);
+		printf("\ntenant at %g req/s, %g in / %g out:\n", a->rps, a->in, a->out);
+		printf("units/s       = %g x (%g + %g x %.2f) = %.0f, or %.2f replicas\n", a->rps, a->in,
+		       a->out, cm->output_weight, l.units_per_s, l.replicas);
+	}
+	if (a->have_context) {
+		struct fg_context_cost c = fg_context_cost(cm, a->context);
+		printf("\ncontext of %.0f tokens:\n", a->context);
+		printf("KV            = %.0f x %.0f B = %.1f GiB, %.1f GB per GPU at TP=%u\n", a->context,
+		       cm->kv_bytes_per_token, c.kv_gib, c.kv_bytes_per_gpu / 1e9, r->gpus);
+		printf("share of pool = %.0f / %.0f = %.0f%%\n", a->context, cm->kv_pool_tokens,
+		       c.pool_share * 100);
+	}
+}
+
+int fg_cmd_plan(int argc, char **argv)
+{
+	struct plan_args a;
+	struct fg_policy_error err;
+	struct fg_cost_model cm;
+	char msg[600];
+
+	if (parse_args(argc, argv, &a))
+		return 2;
+	struct fg_policy *p = malloc(sizeof(*p));
+	if (!p) {
+		perror("fairgatectl");
+		return 1;
+	}
+	if (fg_policy_parse_file(a.policy, p, &err)) {
+		fg_policy_error_format(&err, msg, sizeof(msg));
+		fprintf(stderr, "%s\n", msg);
+		free(p);
+		return 2;
+	}
+	fg_cost_model_init(&cm, &p->replica);
+	if (a.json)
+		print_json(&cm, &a);
+	else
+		print_human(p, &cm, &a);
+	free(p);
+	return 0;
+}

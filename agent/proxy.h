@@ -1,0 +1,15 @@
+/* proxy.h — the admission proxy inside fairgated: HTTP/1.1 in, priced,
+ * admitted or refused, forwarded to the engine, settled from usage. */
+#ifndef FAIRGATE_PROXY_H
+#define FAIRGATE_PROXY_H
+
+#include <stddef.h>
+#include "agent/agent.h"
+
+int fg_proxy_start(struct fg_agent_state *st, char *err, size_t errlen);
+/* Swap in a new policy (already validated); keeps bucket levels of tenants
+ * that survive. */
+int fg_proxy_apply_policy(struct fg_agent_state *st, const struct fg_policy *p);
+void fg_proxy_stop(struct fg_agent_state *st);
+
+#endif

@@ -1,0 +1,81 @@
+/* cost_model.c — replica-time prices from the policy's `replica` block.
+ * See cost_model.h; the derivations follow the seed's worked example. */
+#include "cost_model.h"
+
+void fg_cost_model_init(struct fg_cost_model *cm, const struct fg_replica *r)
+{
+	const struct fg_model *m = &r->model;
+	double gpus = r->gpus ? r->gpus : 1;
+
+	cm->gpus = r->gpus;
+	cm->ref_batch = r->decode_batch;
+	cm->ref_context = r->decode_context;
+	cm->prompt_token_s = 2.0 * m->params / (gpus * r->peak_flops * r->prefill_mfu);
+	cm->weights_bytes_per_gpu = m->params * m->weight_bytes / gpus;
+	cm->kv_bytes_per_token = 2.0 * m->layers * m->kv_heads * m->head_dim * m->kv_bytes;
+	cm->hbm_effective_per_gpu = r->hbm_bytes_per_s * r->decode_mbu;
+	cm->decode_step_s = fg_decode_step_s(cm, (double)r->decode_batch * r->decode_context);
+	cm->output_token_s = r->decode_batch ? cm->decode_step_s / r->decode_batch : 0;
+	cm->output_weight = cm->output_token_s / cm->prompt_token_s;
+	cm->replica_units_per_s = r->ceiling / cm->prompt_token_s;
+	cm->kv_pool_tokens = (double)r->kv_pool_tokens;
+	cm->cached_prompt_weight = r->cached_prompt_weight;
+	cm->dedicated_usd_per_month = gpus * r->usd_per_hour * FG_HOURS_PER_MONTH;
+}
+
+double fg_decode_step_s(const struct fg_cost_model *cm, double total_context_tokens)
+{
+	double gpus = cm->gpus ? cm->gpus : 1;
+	double kv_per_gpu = total_context_tokens * cm->kv_bytes_per_token / gpus;
+
+	return (cm->weights_bytes_per_gpu + kv_per_gpu) / cm->hbm_effective_per_gpu;
+}
+
+double fg_prefill_s(const struct fg_cost_model *cm, double tokens)
+{
+	return tokens * cm->prompt_token_s;
+}
+
+double fg_request_units(const struct fg_cost_model *cm, double prompt, double cached,
+			double output)
+{
+	if (cached > prompt)
+		cached = prompt;
+	return (prompt - cached) + cached * cm->cached_prompt_weight + output * cm->output_weight;
+}
+
+double fg_metered_units(const struct fg_cost_model *cm, enum fg_metering mode,
+			double prompt, double cached, double output)
+{
+	switch (mode) {
+	case FG_METER_RAW_TOKENS:
+		return prompt + output;
+	case FG_METER_REQUESTS:
+		return (double)cm->ref_context;
+	case FG_METER_REPLICA_TIME:
+	default:
+		return fg_request_units(cm, prompt, cached, output);
+	}
+}
+
+struct fg_load_cost fg_load_cost(const struct fg_cost_model *cm, double req_per_s,
+				 double prompt_tokens, double output_tokens)
+{
+	struct fg_load_cost c;
+
+	c.units_per_s = req_per_s * fg_request_units(cm, prompt_tokens, 0, output_tokens);
+	c.replicas = c.units_per_s / cm->replica_units_per_s;
+	return c;
+}
+
+struct fg_context_cost fg_context_cost(const struct fg_cost_model *cm, double tokens)
+{
+	struct fg_context_cost c;
+	double gpus = cm->gpus ? cm->gpus : 1;
+
+	c.kv_bytes = tokens * cm->kv_bytes_per_token;
+	c.kv_gib = c.kv_bytes / (1024.0 * 1024.0 * 1024.0);
+	c.kv_bytes_per_gpu = c.kv_bytes / gpus;
+	c.pool_share = cm->kv_pool_tokens > 0 ? tokens / cm->kv_pool_tokens : 0;
+	return c;
+}

@@ -1,0 +1,78 @@
+/* cost_model.h — replica time as the unit of account.
+ *
+ * The one place that turns hardware and model numbers into prices. A unit is
+ * the replica time of one uncached prompt token; everything a tenant does is
+ * priced in units so that prompt tokens, output tokens and cached tokens are
+ * comparable. Pure functions, no I/O: the agent, the simulator, the tests and
+ * the benchmarks all call these.
+ */
+#ifndef FAIRGATE_COST_MODEL_H
+#define FAIRGATE_COST_MODEL_H
+
+#include <stdint.h>
+#include "policy.h"
+
+#define FG_HOURS_PER_MONTH 720.0
+
+struct fg_cost_model {
+	double prompt_token_s;        /* 2*params / (gpus*peak_flops*prefill_mfu) */
+	double weights_bytes_per_gpu; /* params*weight_bytes / gpus */
+	double decode_step_s;         /* at the reference batch and context */
+	double output_token_s;        /* decode_step_s / batch */
+	double output_weight;         /* output_token_s / prompt_token_s */
+	double replica_units_per_s;   /* ceiling / prompt_token_s */
+	double kv_bytes_per_token;    /* 2*layers*kv_heads*head_dim*kv_bytes */
+	double kv_pool_tokens;
+	double cached_prompt_weight;
+	double dedicated_usd_per_month; /* gpus*usd_per_hour*720 */
+	double hbm_effective_per_gpu; /* hbm_bytes_per_s*decode_mbu */
+	uint32_t gpus;
+	uint32_t ref_batch;
+	uint32_t ref_context;
+};
+
+void fg_cost_model_init(struct fg_cost_model *cm, const struct fg_replica *r);
+
+/* Decode step time for `batch` running sequences holding `total_context`
+ * tokens of KV between them: (weights + KV read) / gpus / (hbm*mbu). */
+double fg_decode_step_s(const struct fg_cost_model *cm, double total_context_tokens);
+
+/* Prefill time for n uncached prompt tokens. */
+double fg_prefill_s(const struct fg_cost_model *cm, double tokens);
+
+/* Units for a request that used `prompt` prompt tokens of which `cached`
+ * came from the prefix cache, and produced `output` tokens. */
+double fg_request_units(const struct fg_cost_model *cm, double prompt, double cached,
+			double output);
+
+/* The same request priced under a metering mode (for comparing weaker quotas):
+ * replica_time = fg_request_units; raw_tokens = prompt + output;
+ * requests = one request costs the units of the reference request
+ * (decode_context prompt tokens, no output) so rates stay comparable. */
+double fg_metered_units(const struct fg_cost_model *cm, enum fg_metering mode,
+			double prompt, double cached, double output);
+
+/* A steady tenant load. */
+struct fg_load_cost {
+	double units_per_s;
+	double replicas;
+};
+struct fg_load_cost fg_load_cost(const struct fg_cost_model *cm, double req_per_s,
+				 double prompt_tokens, double output_tokens);
+
+/* What one context of `tokens` holds in KV. */
+struct fg_context_cost {
+	double kv_bytes;
+	double kv_gib;
+	double kv_bytes_per_gpu;
+	double pool_share;
+};
+struct fg_context_cost fg_context_cost(const struct fg_cost_model *cm, double tokens);
+
+/* Tenant quota from a replica count. */
+static inline double fg_replicas_to_units(const struct fg_cost_model *cm, double replicas)
+{
+	return replicas * cm->replica_units_per_s;
+}
+
+#endif

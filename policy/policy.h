@@ -1,0 +1,154 @@
+/* policy.h — the in-memory form of a fairgate policy file.
+ *
+ * One struct tree that the parser (policy_parse.c) fills and everything else
+ * reads: the cost model takes `replica`, the agent takes `agent`, the queue and
+ * buckets take `tiers`/`tenants`. Fixed-size arrays on purpose: a policy is one
+ * heap block, so a hot reload is "parse into a new block, swap a pointer", and
+ * nothing is half-applied when the new file is bad.
+ *
+ * Units: seconds, bytes, tokens, units (1 unit = replica time of one uncached
+ * prompt token). No I/O in this header's users inside policy/.
+ */
+#ifndef FAIRGATE_POLICY_H
+#define FAIRGATE_POLICY_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define FG_NAME_MAX 32           /* tenant/tier name incl. NUL; matches maps/ */
+#define FG_MAX_TIERS 16
+#define FG_MAX_TENANTS 1024      /* == FG_MAP_MAX_TENANTS in maps/ */
+#define FG_MAX_KEYS 8            /* API keys per tenant */
+#define FG_MAX_SOURCES 16        /* CIDRs per tenant */
+#define FG_MAX_PORTS 8
+#define FG_MAX_IFACES 8
+#define FG_MAX_TRUSTED 16
+#define FG_HOSTPORT_MAX 64
+
+struct fg_model {
+	char name[64];
+	double params;          /* parameter count */
+	uint32_t layers;
+	uint32_t kv_heads;
+	uint32_t head_dim;
+	double weight_bytes;    /* bytes per weight (1 = FP8) */
+	double kv_bytes;        /* bytes per KV element (2 = FP16/BF16) */
+};
+
+struct fg_replica {
+	struct fg_model model;
+	uint32_t gpus;
+	double peak_flops;      /* per GPU, FLOP/s */
+	double hbm_bytes_per_s; /* per GPU */
+	double usd_per_hour;    /* per GPU */
+	double prefill_mfu;
+	double decode_mbu;
+	uint32_t decode_batch;  /* reference batch for pricing */
+	uint32_t decode_context;/* reference context (tokens) for pricing */
+	uint64_t kv_pool_tokens;
+	double ceiling;         /* fraction of replica time that may be sold */
+	double cached_prompt_weight;
+};
+
+struct fg_tier {
+	char name[FG_NAME_MAX];
+	double weight;
+	uint64_t max_context;    /* tokens: prompt + max output */
+	uint64_t kv_cap_tokens;  /* resident KV per tenant per replica */
+	double burst_s;          /* bucket depth in seconds of quota */
+	double max_queue_s;      /* longest wait in the gateway queue */
+	int32_t priority;        /* vLLM priority (lower = earlier) */
+	uint32_t default_max_tokens; /* reserved output when the request names none */
+};
+
+struct fg_cidr {
+	uint8_t family;          /* AF_INET or AF_INET6 */
+	uint8_t prefixlen;
+	uint8_t addr[16];        /* network order; IPv4 in the first 4 bytes */
+};
+
+enum fg_cache_mode { FG_CACHE_SALTED = 0, FG_CACHE_SHARED = 1 };
+
+struct fg_tenant {
+	char name[FG_NAME_MAX];
+	uint32_t id;             /* index in policy->tenants, also the BPF map key */
+	uint32_t tier;           /* index in policy->tiers */
+	double units_per_s;      /* resolved (from `replicas` too) */
+	double replicas;         /* as given, 0 if the quota was units_per_s */
+	double burst_s;          /* resolved: tenant override, else tier */
+	uint32_t n_keys;
+	uint8_t keys[FG_MAX_KEYS][32]; /* SHA-256 of API keys */
+	uint32_t n_sources;
+	struct fg_cidr sources[FG_MAX_SOURCES];
+	enum fg_cache_mode cache;
+};
+
+struct fg_hostport {
+	char host[FG_HOSTPORT_MAX]; /* numeric address as written, "" if unset */
+	uint16_t port;
+};
+
+enum fg_agent_mode { FG_MODE_FRONT = 0, FG_MODE_TRANSPARENT = 1 };
+enum fg_xdp_mode { FG_XDP_NATIVE = 0, FG_XDP_GENERIC = 1 };
+enum fg_metering { FG_METER_REPLICA_TIME = 0, FG_METER_RAW_TOKENS = 1, FG_METER_REQUESTS = 2 };
+enum fg_sched_policy { FG_ENGINE_FCFS = 0, FG_ENGINE_PRIORITY = 1 };
+
+struct fg_agent {
+	enum fg_agent_mode mode;
+	struct fg_hostport listen;
+	struct fg_hostport engine;
+	uint32_t n_protected_ports;
+	uint16_t protected_ports[FG_MAX_PORTS];
+	uint32_t n_interfaces;
+	char interfaces[FG_MAX_IFACES][16];
+	enum fg_xdp_mode xdp_mode;
+	double deny_allowance_per_s;
+	struct fg_hostport metrics_listen;
+	uint32_t n_trusted_proxies;
+	struct fg_cidr trusted_proxies[FG_MAX_TRUSTED];
+	uint64_t long_context_threshold;    /* 0 = no long-context routing */
+	struct fg_hostport long_context_upstream;
+	double engine_queue_steps;
+	enum fg_metering metering;
+	enum fg_sched_policy engine_scheduling; /* what the engine runs */
+	uint64_t max_body_bytes;
+	double kv_headroom;                 /* fraction of the pool the node may reserve */
+};
+
+struct fg_policy {
+	struct fg_replica replica;
+	uint32_t n_tiers;
+	struct fg_tier tiers[FG_MAX_TIERS];
+	uint32_t n_tenants;
+	struct fg_tenant tenants[FG_MAX_TENANTS];
+	struct fg_agent agent;
+};
+
+/* Where a policy file went wrong: one line, "FILE:LINE:COL: message". */
+struct fg_policy_error {
+	char file[256];
+	unsigned line;   /* 1-based; 0 = whole file */
+	unsigned col;    /* 1-based */
+	char message[256];
+};
+
+/* Fill `out` with defaults (the seed's replica, no tiers, no tenants). */
+void fg_policy_defaults(struct fg_policy *out);
+
+/* Parse YAML (or JSON, which is YAML) into *out. Returns 0, or -1 with *err
+ * filled; *out is unspecified on error, so parse into a scratch copy. */
+int fg_policy_parse_buffer(const char *buf, size_t len, const char *filename,
+			   struct fg_policy *out, struct fg_policy_error *err);
+int fg_policy_parse_file(const char *path, struct fg_policy *out,
+			 struct fg_policy_error *err);
+
+/* "FILE:LINE:COL: message" into buf. */
+void fg_policy_error_format(const struct fg_policy_error *err, char *buf, size_t len);
+
+/* Lookups; NULL / -1 when absent. */
+const struct fg_tenant *fg_policy_tenant_by_name(const struct fg_policy *p, const char *name);
+const struct fg_tenant *fg_policy_tenant_by_key_hash(const struct fg_policy *p, const uint8_t hash[32]);
+int fg_policy_tier_by_name(const struct fg_policy *p, const char *name);
+
+#endif

@@ -1,0 +1,2 @@
+UNIT_TESTS += $(wildcard selftests/unit/test_*.c selftests/bpf/test_*.c)
+TEST_SCRIPTS += $(sort $(wildcard selftests/e2e/*.sh))
