@@ -102,7 +102,7 @@ static void print_json(const struct fg_cost_model *cm, const struct plan_args *a
 }
 
 /* Numbers written the way the seed writes them: 70.55e9, 1979e12, 0.50. */
-static const char *sci(double v, char *buf, size_t len)
+static const char *sci(double v, int digits, char *buf, size_t len)
 {
 	int exp = 0;
 	double m = v;
@@ -114,9 +114,9 @@ static const char *sci(double v, char *buf, size_t len)
 		}
 		if (exp > 9)  /* keep the seed's style: 1979e12, 3.35e12 */
 			while (m < 1000 && exp > 12) { m *= 1000; exp -= 3; }
-		snprintf(buf, len, "%.4ge%d", m, exp);
+		snprintf(buf, len, "%.*ge%d", digits, m, exp);
 	} else {
-		snprintf(buf, len, "%.4g", v);
+		snprintf(buf, len, "%.*g", digits, v);
 	}
 	return buf;
 }
@@ -126,18 +126,16 @@ static void print_human(const struct fg_policy *p, const struct fg_cost_model *c
 {
 	const struct fg_replica *r = &p->replica;
 	char b1[32], b2[32], b3[32];
-	double kv_ref = (double)r->decode_batch * r->decode_context * cm->kv_bytes_per_token / cm->gpus;
 
 	printf("replica: %s, %u GPUs, prefill MFU %.2f, decode MBU %.2f, batch %u at %u tokens of context\n\n",
 	       r->model.name, r->gpus, r->prefill_mfu, r->decode_mbu, r->decode_batch, r->decode_context);
 	printf("prompt token  = 2 x %s / (%u x %s x %.2f) = %.1f us\n",
-	       sci(r->model.params, b1, sizeof(b1)), r->gpus, sci(r->peak_flops, b2, sizeof(b2)),
+	       sci(r->model.params, 4, b1, sizeof(b1)), r->gpus, sci(r->peak_flops, 4, b2, sizeof(b2)),
 	       r->prefill_mfu, cm->prompt_token_s * 1e6);
 	printf("decode step   = (%.1f GB + %u x %u x %.0f B / %u) / %s = %.1f ms\n",
 	       cm->weights_bytes_per_gpu / 1e9, r->decode_batch, r->decode_context,
-	       cm->kv_bytes_per_token, r->gpus, sci(cm->hbm_effective_per_gpu, b3, sizeof(b3)),
+	       cm->kv_bytes_per_token, r->gpus, sci(cm->hbm_effective_per_gpu, 3, b3, sizeof(b3)),
 	       cm->decode_step_s * 1e3);
-	(void)kv_ref;
 	printf("output token  = %.1f ms / %u = %.0f us\n", cm->decode_step_s * 1e3, r->decode_batch,
 	       cm->output_token_s * 1e6);
 	printf("weight        = %.0f / %.1f = %.2f prompt-token units per output token\n",
@@ -153,7 +151,7 @@ static void print_human(const struct fg_policy *p, const struct fg_cost_model *c
 	if (a->have_load) {
 		struct fg_load_cost l = fg_load_cost(cm, a->rps, a->in, a->out);
 		printf("\ntenant at %g req/s, %g in / %g out:\n", a->rps, a->in, a->out);
-		printf("units/s       = %g x (%g + %g x %.2f) = %.0f, or %.2f replicas\n", a->rps, a->in,
+		printf("units/s       = %g x (%g + %g x %.3f) = %.0f, or %.2f replicas\n", a->rps, a->in,
 		       a->out, cm->output_weight, l.units_per_s, l.replicas);
 	}
 	if (a->have_context) {

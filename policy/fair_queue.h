@@ -1,0 +1,68 @@
+/* fair_queue.h — per-tenant queues drained by a weighted fair scheduler.
+ *
+ * Virtual token counters (VTC): each tenant has a counter of service received
+ * in units divided by its weight; the scheduler dispatches the head of the
+ * backlogged tenant with the smallest counter. The prompt is charged at
+ * dispatch, output as it streams (fg_fq_charge). A tenant that becomes active
+ * again is lifted to the smallest counter among active tenants, so idle time
+ * earns no credit and a returning tenant cannot starve the others. Weights
+ * are the only thing tiers change here, so no tier can starve another.
+ *
+ * Pure logic: the caller owns the items (intrusive list), passes `now_ns`,
+ * and decides with a callback whether a head item may go now (KV caps, the
+ * shallow engine window). Items that wait longer than their deadline are
+ * handed back by fg_fq_expire.
+ */
+#ifndef FAIRGATE_FAIR_QUEUE_H
+#define FAIRGATE_FAIR_QUEUE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include "policy.h"
+
+struct fg_fq_item {
+	struct fg_fq_item *next;
+	uint32_t tenant;
+	double dispatch_units;   /* charged when dispatched (the prompt) */
+	uint64_t enqueued_ns;
+	uint64_t deadline_ns;    /* 0 = none */
+	void *owner;             /* the caller's request */
+};
+
+struct fg_fq_tenant {
+	double weight;
+	double vtc;              /* service / weight, in units */
+	double served_units;     /* total charged, for reports */
+	struct fg_fq_item *head, *tail;
+	uint32_t queued;
+	uint32_t in_service;     /* dispatched and not yet finished */
+	bool active;             /* queued or in service */
+};
+
+struct fg_fq {
+	uint32_t n_tenants;
+	struct fg_fq_tenant t[FG_MAX_TENANTS];
+};
+
+/* May this head item be dispatched now? (KV caps, engine window) */
+typedef bool (*fg_fq_admit_fn)(const struct fg_fq_item *item, void *ctx);
+
+void fg_fq_init(struct fg_fq *fq, uint32_t n_tenants);
+/* Weight must be > 0. Keeps counters and queues (for policy reloads). */
+void fg_fq_set_weight(struct fg_fq *fq, uint32_t tenant, double weight);
+void fg_fq_push(struct fg_fq *fq, struct fg_fq_item *item);
+/* The next item by weighted fairness whose admit() says yes, removed from its
+ * queue and charged dispatch_units; NULL if none may go. Tenants whose head
+ * is blocked are skipped, so one tenant at its KV cap does not stall others. */
+struct fg_fq_item *fg_fq_pop(struct fg_fq *fq, fg_fq_admit_fn admit, void *ctx);
+/* Remove a queued item (client went away). Returns false if not queued. */
+bool fg_fq_remove(struct fg_fq *fq, struct fg_fq_item *item);
+/* Output units as they stream or at settlement. */
+void fg_fq_charge(struct fg_fq *fq, uint32_t tenant, double units);
+/* A dispatched item finished. */
+void fg_fq_done(struct fg_fq *fq, uint32_t tenant);
+/* Pop the first expired item (deadline <= now) of any tenant, or NULL. */
+struct fg_fq_item *fg_fq_expire(struct fg_fq *fq, uint64_t now_ns);
+uint32_t fg_fq_total_queued(const struct fg_fq *fq);
+
+#endif

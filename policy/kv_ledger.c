@@ -1,0 +1,61 @@
+/* kv_ledger.c — per-tenant and node KV reservations; see kv_ledger.h. */
+#include <string.h>
+#include "kv_ledger.h"
+
+uint64_t fg_kv_tokens(uint64_t prompt_tokens, uint64_t max_output_tokens, uint32_t n)
+{
+	return (uint64_t)(n ? n : 1) * (prompt_tokens + max_output_tokens);
+}
+
+void fg_kv_init(struct fg_kv_ledger *l, uint64_t pool_tokens, double headroom)
+{
+	memset(l, 0, sizeof(*l));
+	if (!(headroom > 0) || headroom > 1)
+		headroom = 1;
+	l->node_cap = (uint64_t)((double)pool_tokens * headroom);
+}
+
+void fg_kv_set_cap(struct fg_kv_ledger *l, uint32_t tenant, uint64_t cap_tokens)
+{
+	if (tenant < FG_MAX_TENANTS)
+		l->cap[tenant] = cap_tokens;
+}
+
+enum fg_kv_verdict fg_kv_check(const struct fg_kv_ledger *l, uint32_t tenant, uint64_t tokens)
+{
+	if (tenant >= FG_MAX_TENANTS)
+		return FG_KV_NEVER_TENANT;
+	uint64_t cap = l->cap[tenant];
+	if (cap && tokens > cap)
+		return FG_KV_NEVER_TENANT;
+	if (l->node_cap && tokens > l->node_cap)
+		return FG_KV_NEVER_NODE;
+	if (cap && l->reserved[tenant] + tokens > cap)
+		return FG_KV_WAIT;
+	if (l->node_cap && l->node_reserved + tokens > l->node_cap)
+		return FG_KV_WAIT;
+	return FG_KV_OK;
+}
+
+enum fg_kv_verdict fg_kv_reserve(struct fg_kv_ledger *l, uint32_t tenant, uint64_t tokens)
+{
+	enum fg_kv_verdict v = fg_kv_check(l, tenant, tokens);
+
+	if (v == FG_KV_OK) {
+		l->reserved[tenant] += tokens;
+		l->node_reserved += tokens;
+	}
+	return v;
+}
+
+void fg_kv_release(struct fg_kv_ledger *l, uint32_t tenant, uint64_t tokens)
+{
+	if (tenant >= FG_MAX_TENANTS)
+		return;
+	/* Clamp rather than wrap: a double release must not turn into a huge
+	 * reservation that blocks the tenant forever. */
+	uint64_t held = tokens < l->reserved[tenant] ? tokens : l->reserved[tenant];
+
+	l->reserved[tenant] -= held;
+	l->node_reserved -= held < l->node_reserved ? held : l->node_reserved;
+}

@@ -1,0 +1,41 @@
+/* kv_ledger.h — resident-KV reservations per tenant and per node.
+ *
+ * KV is a separate resource from compute: one 128K-token request holds 20%
+ * of a replica's pool while its compute quota looks fine. Each request
+ * reserves n x (prompt + reserved output) tokens until it ends; a tenant may
+ * hold at most its tier's kv_cap_tokens, and the node's total stays under
+ * kv_pool_tokens x headroom, so the engine never has to preempt one tenant's
+ * sequences to make room for another's long contexts.
+ */
+#ifndef FAIRGATE_KV_LEDGER_H
+#define FAIRGATE_KV_LEDGER_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include "policy.h"
+
+struct fg_kv_ledger {
+	uint64_t node_cap;
+	uint64_t node_reserved;
+	uint64_t cap[FG_MAX_TENANTS];      /* 0 = no per-tenant cap */
+	uint64_t reserved[FG_MAX_TENANTS];
+};
+
+enum fg_kv_verdict {
+	FG_KV_OK = 0,
+	FG_KV_WAIT,          /* fits later, when others finish */
+	FG_KV_NEVER_TENANT,  /* larger than the tenant's cap on its own */
+	FG_KV_NEVER_NODE,    /* larger than the node's reservable pool */
+};
+
+/* KV tokens a request holds: n sequences of prompt + reserved output. */
+uint64_t fg_kv_tokens(uint64_t prompt_tokens, uint64_t max_output_tokens, uint32_t n);
+
+void fg_kv_init(struct fg_kv_ledger *l, uint64_t pool_tokens, double headroom);
+void fg_kv_set_cap(struct fg_kv_ledger *l, uint32_t tenant, uint64_t cap_tokens);
+enum fg_kv_verdict fg_kv_check(const struct fg_kv_ledger *l, uint32_t tenant, uint64_t tokens);
+/* Reserve if fg_kv_check says OK; returns the verdict. */
+enum fg_kv_verdict fg_kv_reserve(struct fg_kv_ledger *l, uint32_t tenant, uint64_t tokens);
+void fg_kv_release(struct fg_kv_ledger *l, uint32_t tenant, uint64_t tokens);
+
+#endif
