@@ -1,0 +1,131 @@
+/* gateway.h — one request's life at the gateway, as pure logic.
+ *
+ * Composes the pieces in policy/: pricing (what a request may cost), the
+ * tenant's token bucket (may it spend that now), tier limits and the
+ * long-context route, the KV ledger (does its memory fit), the fair queue
+ * (who goes next) and the engine window (is the engine's own queue shallow
+ * enough to send more). The proxy calls these functions around its I/O; the
+ * scenario tests and benchmarks call the very same functions in virtual time
+ * against the simulator's engine model, so what they measure is what runs.
+ *
+ *   fg_gw_admit      priced, checked, bucket reserved, queued (or refused)
+ *   fg_gw_dispatch   next request to send to the engine, if any may go
+ *   fg_gw_first_token / fg_gw_output   progress (output charged as it streams)
+ *   fg_gw_finish     settled from usage, KV released
+ *   fg_gw_abort      engine failure or client gone: refund what was not served
+ *   fg_gw_expire     waited past the tier's max_queue_s: refund, 429
+ */
+#ifndef FAIRGATE_GATEWAY_H
+#define FAIRGATE_GATEWAY_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "admission.h"
+#include "cost_model.h"
+#include "engine_window.h"
+#include "fair_queue.h"
+#include "kv_ledger.h"
+#include "peak_meter.h"
+#include "policy.h"
+#include "pricing.h"
+#include "token_bucket.h"
+
+enum fg_gw_outcome {
+	FG_GW_QUEUED = 0,          /* admitted; wait for fg_gw_dispatch */
+	FG_GW_LONG_CONTEXT,        /* admitted; send now to the long-context pool */
+	FG_GW_RETRY_LATER,         /* 429 + Retry-After (wait_ns) */
+	FG_GW_BUCKET_NEVER,        /* 4xx, x-should-retry: false: above the bucket depth */
+	FG_GW_CONTEXT_EXCEEDED,    /* 400 context_length_exceeded: above the tier's max_context */
+	FG_GW_KV_NEVER,            /* 400: alone above the tenant's KV cap or the node pool */
+	FG_GW_NO_LONG_POOL,        /* 400: long context and no long-context pool */
+	FG_GW_TIMED_OUT,           /* 429: waited past max_queue_s (from fg_gw_expire) */
+	FG_GW_TENANT_GONE,         /* 403: its tenant left the policy while it waited */
+};
+
+enum fg_gw_state { FG_GW_S_NEW = 0, FG_GW_S_QUEUED, FG_GW_S_SENT, FG_GW_S_STARTED, FG_GW_S_DONE };
+
+struct fg_gw_request {
+	struct fg_fq_item item;       /* item.owner: the caller's object */
+	struct fg_gw_request *prev, *next; /* live list, for reloads */
+	uint32_t tenant;
+	bool orphan;                  /* its tenant left the policy on reload */
+	bool long_context;
+	enum fg_gw_state state;
+	struct fg_price price;
+	uint64_t context_tokens;      /* prompt + max output of one choice */
+	uint64_t kv_tokens;           /* n x (prompt + max output) */
+	uint64_t prefill_tokens;
+	bool kv_held;
+	double output_charged;        /* output tokens already charged to the fair queue */
+	double queue_charged;         /* units charged to the fair queue so far */
+	uint64_t admitted_ns, sent_ns, first_token_ns;
+};
+
+struct fg_gw_decision {
+	enum fg_gw_outcome outcome;
+	uint64_t wait_ns;             /* RETRY_LATER / TIMED_OUT: Retry-After source */
+	double cost;                  /* units reserved or that would have been */
+	char reason[200];             /* for the client's error message */
+};
+
+struct fg_gw_tenant {
+	struct fg_bucket bucket;
+	double typical_cost;          /* EWMA, drives deny windows */
+	double reserved_units;        /* held by admitted, unsettled requests */
+	double billed_units;
+	uint32_t inflight;            /* admitted and not finished (queued + sent) */
+	uint64_t admitted, rejected, never, timed_out, settled, aborted;
+	uint64_t deny_until_ns;       /* what the kernel should enforce */
+};
+
+struct fg_gateway {
+	const struct fg_policy *policy;
+	struct fg_cost_model cm;
+	struct fg_gw_tenant t[FG_MAX_TENANTS];
+	struct fg_fq fq;
+	struct fg_kv_ledger kv;
+	struct fg_engine_window ew;
+	struct fg_peak_meter peaks;
+	struct fg_calibration cal;
+	struct fg_gw_request *live;   /* every admitted, unfinished request */
+	struct fg_gw_request *orphans_queued; /* waiting when their tenant left */
+	bool kv_caps;                 /* enforce tier kv_cap_tokens (default on) */
+};
+
+/* The policy must outlive the gateway (or be replaced by fg_gw_reload). */
+void fg_gw_init(struct fg_gateway *gw, const struct fg_policy *p, uint64_t step_tokens,
+		uint64_t now_ns);
+/* New policy: tenants are matched by name; buckets, counters, queued and
+ * in-flight requests follow them. Requests of tenants that left finish
+ * (or time out) without touching anyone's bucket. */
+void fg_gw_reload(struct fg_gateway *gw, const struct fg_policy *p, uint64_t now_ns);
+
+/* Price and admit. On QUEUED or LONG_CONTEXT the request is live and must end
+ * with fg_gw_finish, fg_gw_abort or fg_gw_expire; otherwise it never was. */
+struct fg_gw_decision fg_gw_admit(struct fg_gateway *gw, struct fg_gw_request *req,
+				  uint32_t tenant, const char *model,
+				  const struct fg_request_shape *shape, uint64_t now_ns);
+/* Next queued request that may go to the engine now, or NULL. */
+struct fg_gw_request *fg_gw_dispatch(struct fg_gateway *gw, uint64_t now_ns);
+void fg_gw_first_token(struct fg_gateway *gw, struct fg_gw_request *req, uint64_t now_ns);
+/* `completion_tokens` streamed so far (monotonic). */
+void fg_gw_output(struct fg_gateway *gw, struct fg_gw_request *req, double completion_tokens,
+		  uint64_t now_ns);
+/* Returns the units billed. */
+double fg_gw_finish(struct fg_gateway *gw, struct fg_gw_request *req,
+		    const struct fg_usage *usage, uint64_t now_ns);
+/* Engine failure before usage, or the client left while queued: refund all. */
+void fg_gw_abort(struct fg_gateway *gw, struct fg_gw_request *req, uint64_t now_ns);
+/* A queued request past its deadline (removed, refunded), or NULL. */
+struct fg_gw_request *fg_gw_expire(struct fg_gateway *gw, uint64_t now_ns,
+				   struct fg_gw_decision *why);
+/* Earliest queue deadline, 0 if none (for the caller's timer). */
+uint64_t fg_gw_next_deadline(const struct fg_gateway *gw);
+
+/* Deny window for the kernel after the latest decision (0 = none). */
+uint64_t fg_gw_deny_until(struct fg_gateway *gw, uint32_t tenant, uint64_t now_ns);
+
+const char *fg_gw_outcome_name(enum fg_gw_outcome o);
+
+#endif

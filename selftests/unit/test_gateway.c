@@ -1,0 +1,296 @@
+/* test_gateway.c — a request's life at the gateway (policy/gateway.c):
+ * admission outcomes, fair dispatch under KV caps and the engine window,
+ * settlement and refunds, queue timeouts, reload keeping state. */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "policy/gateway.h"
+
+#define NS 1000000000ull
+#define MS 1000000ull
+
+struct fixture {
+	struct fg_policy p;
+	struct fg_gateway gw;
+};
+
+static void add_tier(struct fg_policy *p, const char *name, double weight, uint64_t max_ctx,
+		     uint64_t kv_cap, double max_queue_s)
+{
+	struct fg_tier *t = &p->tiers[p->n_tiers++];
+	memset(t, 0, sizeof(*t));
+	strcpy(t->name, name);
+	t->weight = weight;
+	t->max_context = max_ctx;
+	t->kv_cap_tokens = kv_cap;
+	t->burst_s = 60;
+	t->max_queue_s = max_queue_s;
+	t->default_max_tokens = 256;
+}
+
+static void add_tenant(struct fg_policy *p, const char *name, uint32_t tier, double units_per_s)
+{
+	struct fg_tenant *t = &p->tenants[p->n_tenants];
+	memset(t, 0, sizeof(*t));
+	strcpy(t->name, name);
+	t->id = p->n_tenants++;
+	t->tier = tier;
+	t->units_per_s = units_per_s;
+	t->burst_s = p->tiers[tier].burst_s;
+}
+
+static int setup(void **state)
+{
+	struct fixture *f = calloc(1, sizeof(*f));
+	fg_policy_defaults(&f->p);
+	add_tier(&f->p, "standard", 1, 32768, 131072, 30);
+	add_tier(&f->p, "premium", 2, 131072, 262144, 30);
+	add_tenant(&f->p, "acme", 1, 9000);
+	add_tenant(&f->p, "globex", 0, 1000);
+	f->p.agent.long_context_threshold = 32768;
+	fg_gw_init(&f->gw, &f->p, 8192, 0);
+	*state = f;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	free(*state);
+	return 0;
+}
+
+static struct fg_request_shape shape(uint64_t chars, uint64_t max_tokens, uint32_t n)
+{
+	struct fg_request_shape s = { .prompt_chars = chars, .max_tokens = max_tokens, .n = n };
+	return s;
+}
+
+static void admit_price_and_settle_refund(void **state)
+{
+	struct fixture *f = *state;
+	struct fg_gateway *gw = &f->gw;
+	struct fg_gw_request r;
+	struct fg_request_shape s = shape(8000, 500, 1); /* 2000 tokens at 4 chars/token */
+
+	double before = fg_bucket_level(&gw->t[0].bucket, 0);
+	struct fg_gw_decision d = fg_gw_admit(gw, &r, 0, "m", &s, 0);
+	assert_int_equal(d.outcome, FG_GW_QUEUED);
+	assert_true(fabs(r.price.prompt_tokens - 2000) < 1e-9);
+	assert_true(fabs(d.cost - (2000 + 500 * gw->cm.output_weight)) < 1e-6);
+	assert_int_equal(r.kv_tokens, 2500);
+	assert_true(fabs(gw->t[0].reserved_units - d.cost) < 1e-6);
+	assert_ptr_equal(fg_gw_dispatch(gw, 1 * MS), &r);
+	assert_int_equal(gw->kv.reserved[0], 2500);
+	fg_gw_output(gw, &r, 10, 2 * MS);
+	assert_int_equal(gw->ew.pending_requests, 0);
+	/* the engine produced 100 of the 500 reserved tokens, 1000 cached */
+	struct fg_usage u = { .prompt_tokens = 2000, .cached_tokens = 1000, .completion_tokens = 100 };
+	double billed = fg_gw_finish(gw, &r, &u, 3 * MS);
+	assert_true(fabs(billed - (1000 + 100 + 100 * gw->cm.output_weight)) < 1e-6);
+	assert_int_equal(gw->kv.reserved[0], 0);
+	assert_int_equal(gw->kv.node_reserved, 0);
+	assert_true(gw->t[0].reserved_units == 0);
+	/* refunded the difference: the level is down by what was billed only
+	 * (plus 3 ms of refill) */
+	double after = fg_bucket_level(&gw->t[0].bucket, 3 * MS);
+	assert_true(fabs((before - after) - billed) < 9000 * 0.003 + 1e-6);
+	/* the fair queue was charged exactly what was billed */
+	assert_true(fabs(gw->fq.t[0].served_units - billed) < 1e-6);
+	assert_int_equal(gw->t[0].inflight, 0);
+	assert_null(gw->live);
+}
+
+static void refusals_say_why(void **state)
+{
+	struct fixture *f = *state;
+	struct fg_gateway *gw = &f->gw;
+	struct fg_gw_request r;
+	struct fg_gw_decision d;
+
+	/* standard tier: max_context 32768 */
+	struct fg_request_shape big = shape(4 * 40000, 100, 1);
+	d = fg_gw_admit(gw, &r, 1, "m", &big, 0);
+	assert_int_equal(d.outcome, FG_GW_CONTEXT_EXCEEDED);
+	assert_non_null(strstr(d.reason, "tier 'standard'"));
+	/* premium may go to 100K, but above the 32K threshold with no pool */
+	d = fg_gw_admit(gw, &r, 0, "m", &big, 0);
+	assert_int_equal(d.outcome, FG_GW_NO_LONG_POOL);
+	assert_non_null(strstr(d.reason, "no long-context pool"));
+	/* with a pool it is routed there, admitted, and not queued */
+	strcpy(f->p.agent.long_context_upstream.host, "127.0.0.1");
+	f->p.agent.long_context_upstream.port = 9;
+	d = fg_gw_admit(gw, &r, 0, "m", &big, 0);
+	assert_int_equal(d.outcome, FG_GW_LONG_CONTEXT);
+	assert_int_equal(fg_fq_total_queued(&gw->fq), 0);
+	fg_gw_abort(gw, &r, 0);
+	/* n = 9 x (20000 + 12000) = 288000 tokens of KV > premium's cap 262144 */
+	struct fg_request_shape wide = shape(4 * 20000, 12000, 9);
+	d = fg_gw_admit(gw, &r, 0, "m", &wide, 0);
+	assert_int_equal(d.outcome, FG_GW_KV_NEVER);
+	assert_non_null(strstr(d.reason, "per-tenant KV cap"));
+	/* globex: 1000 units/s x 60 s = 60000 units; 8 x 4000 output x 3.09 */
+	struct fg_request_shape costly = shape(400, 4000, 8);
+	d = fg_gw_admit(gw, &r, 1, "m", &costly, 0);
+	assert_int_equal(d.outcome, FG_GW_BUCKET_NEVER);
+	assert_non_null(strstr(d.reason, "can ever hold"));
+	assert_int_equal(gw->t[1].admitted, 0);
+	assert_true(gw->t[1].reserved_units == 0);
+	assert_null(gw->live);
+}
+
+static void retry_after_from_refill(void **state)
+{
+	struct fixture *f = *state;
+	struct fg_gateway *gw = &f->gw;
+	static struct fg_gw_request rs[64];
+	struct fg_request_shape s = shape(4000, 1000, 1); /* 1000 + 1000 x 3.09 = ~4093 units */
+	int admitted = 0;
+	struct fg_gw_decision d;
+
+	/* globex: 60000-unit burst, 1000 units/s */
+	for (;;) {
+		d = fg_gw_admit(gw, &rs[admitted], 1, "m", &s, 0);
+		if (d.outcome != FG_GW_QUEUED)
+			break;
+		admitted++;
+	}
+	assert_int_equal(admitted, (int)(60000 / d.cost));
+	assert_int_equal(d.outcome, FG_GW_RETRY_LATER);
+	double missing = d.cost - fg_bucket_level(&gw->t[1].bucket, 0);
+	assert_true(fabs((double)d.wait_ns / 1e9 - missing / 1000) < 1e-3);
+	assert_true(fg_retry_after_s(d.wait_ns) >= 1);
+	/* a request that would not fit before refill opens a deny window that
+	 * ends when a typical request fits again */
+	uint64_t until = fg_gw_deny_until(gw, 1, 0);
+	assert_true(until > 0 && until <= d.wait_ns + 1);
+	for (int i = 0; i < admitted; i++)
+		fg_gw_abort(gw, &rs[i], 0);
+	/* aborted before running: everything refunded */
+	assert_true(fabs(fg_bucket_level(&gw->t[1].bucket, 0) - 60000) < 1e-6);
+	assert_int_equal(fg_gw_deny_until(gw, 1, 0), 0);
+	assert_int_equal(fg_fq_total_queued(&gw->fq), 0);
+}
+
+static void kv_cap_makes_tenant_wait_not_others(void **state)
+{
+	struct fixture *f = *state;
+	struct fg_gateway *gw = &f->gw;
+	static struct fg_gw_request big[4], small;
+	/* premium: KV cap 262144; each 100K-token... keep under max_context:
+	 * 30000 prompt + 2000 out = 32000 tokens (below the 32K threshold) */
+	struct fg_request_shape s = shape(4 * 30000, 2000, 4); /* kv = 4 x 32000 = 128000 */
+	for (int i = 0; i < 3; i++)
+		assert_int_equal(fg_gw_admit(gw, &big[i], 0, "m", &s, 0).outcome, FG_GW_QUEUED);
+	/* first goes alone (window), then the engine starts it */
+	struct fg_gw_request *r = fg_gw_dispatch(gw, 0);
+	assert_ptr_equal(r, &big[0]);
+	fg_gw_first_token(gw, r, 1);
+	r = fg_gw_dispatch(gw, 1);
+	assert_ptr_equal(r, &big[1]);
+	fg_gw_first_token(gw, r, 2);
+	/* 256000 of 262144 held: the third waits for the cap */
+	assert_null(fg_gw_dispatch(gw, 3));
+	struct fg_request_shape sm = shape(400, 100, 1);
+	assert_int_equal(fg_gw_admit(gw, &small, 1, "m", &sm, 3).outcome, FG_GW_QUEUED);
+	assert_ptr_equal(fg_gw_dispatch(gw, 4), &small);
+	struct fg_request_shape sm2 = shape(400, 100, 1);
+	static struct fg_gw_request small2;
+	assert_int_equal(fg_gw_admit(gw, &small2, 1, "m", &sm2, 4).outcome, FG_GW_QUEUED);
+	assert_ptr_equal(fg_gw_dispatch(gw, 4), &small2); /* 200 more prefill tokens fit */
+	fg_gw_first_token(gw, &small, 5);
+	fg_gw_first_token(gw, &small2, 5);
+	struct fg_usage u = { .prompt_tokens = 30000, .completion_tokens = 2000 };
+	/* big[2] still waits: the window holds nothing but the cap does */
+	assert_null(fg_gw_dispatch(gw, 5));
+	fg_gw_finish(gw, &big[0], &u, 5);
+	assert_ptr_equal(fg_gw_dispatch(gw, 6), &big[2]);
+	fg_gw_abort(gw, &big[1], 7);
+	fg_gw_abort(gw, &big[2], 7);
+	fg_gw_abort(gw, &small, 7);
+	fg_gw_abort(gw, &small2, 7);
+	assert_int_equal(gw->kv.node_reserved, 0);
+	assert_int_equal(gw->ew.pending_requests, 0);
+	assert_int_equal(gw->ew.pending_tokens, 0);
+}
+
+static void queue_timeout_refunds_and_says_so(void **state)
+{
+	struct fixture *f = *state;
+	struct fg_gateway *gw = &f->gw;
+	static struct fg_gw_request a, b;
+	struct fg_request_shape s = shape(4 * 20000, 100, 1);
+	assert_int_equal(fg_gw_admit(gw, &a, 1, "m", &s, 0).outcome, FG_GW_QUEUED);
+	assert_ptr_equal(fg_gw_dispatch(gw, 0), &a); /* a holds the engine window */
+	assert_int_equal(fg_gw_admit(gw, &b, 1, "m", &s, 1 * NS).outcome, FG_GW_QUEUED);
+	assert_null(fg_gw_dispatch(gw, 1 * NS));
+	assert_int_equal(fg_gw_next_deadline(gw), 31 * NS);
+	struct fg_gw_decision why;
+	assert_null(fg_gw_expire(gw, 30 * NS, &why));
+	assert_ptr_equal(fg_gw_expire(gw, 31 * NS, &why), &b);
+	assert_int_equal(why.outcome, FG_GW_TIMED_OUT);
+	assert_int_equal(why.wait_ns, 30 * NS);
+	assert_non_null(strstr(why.reason, "not charged"));
+	assert_int_equal(gw->t[1].timed_out, 1);
+	assert_int_equal(gw->t[1].inflight, 1);
+	fg_gw_abort(gw, &a, 32 * NS);
+	assert_true(fabs(fg_bucket_level(&gw->t[1].bucket, 32 * NS) - 60000) < 1e-6);
+}
+
+static void reload_keeps_buckets_and_queues(void **state)
+{
+	struct fixture *f = *state;
+	struct fg_gateway *gw = &f->gw;
+	static struct fg_gw_request a, b, c;
+	struct fg_request_shape s = shape(4000, 1000, 1);
+	assert_int_equal(fg_gw_admit(gw, &a, 1, "m", &s, 0).outcome, FG_GW_QUEUED);
+	assert_ptr_equal(fg_gw_dispatch(gw, 0), &a);
+	assert_int_equal(fg_gw_admit(gw, &b, 1, "m", &s, 0).outcome, FG_GW_QUEUED);
+	assert_int_equal(fg_gw_admit(gw, &c, 0, "m", &s, 0).outcome, FG_GW_QUEUED);
+	double level = fg_bucket_level(&gw->t[1].bucket, 0);
+
+	/* new policy: globex first, acme removed, initech added */
+	struct fg_policy *np = calloc(1, sizeof(*np));
+	fg_policy_defaults(np);
+	add_tier(np, "standard", 1, 32768, 131072, 30);
+	add_tenant(np, "initech", 0, 500);
+	add_tenant(np, "globex", 0, 2000);
+	fg_gw_reload(gw, np, 0);
+	assert_int_equal(a.tenant, 1);
+	assert_int_equal(b.tenant, 1);
+	assert_true(c.orphan);
+	assert_true(fabs(fg_bucket_level(&gw->t[1].bucket, 0) - level) < 1e-6);
+	assert_true(gw->t[1].bucket.rate == 2000);
+	assert_int_equal(gw->t[1].inflight, 2);
+	assert_true(fabs(gw->t[0].bucket.level - 500 * 60) < 1e-6);
+	/* acme's waiting request is handed back first */
+	struct fg_gw_decision why;
+	assert_ptr_equal(fg_gw_expire(gw, 0, &why), &c);
+	assert_int_equal(why.outcome, FG_GW_TENANT_GONE);
+	struct fg_usage u = { .prompt_tokens = 1000, .completion_tokens = 10 };
+	fg_gw_finish(gw, &a, &u, 1);
+	assert_ptr_equal(fg_gw_dispatch(gw, 1), &b);
+	fg_gw_finish(gw, &b, &u, 2);
+	assert_int_equal(gw->t[1].inflight, 0);
+	assert_int_equal(gw->kv.node_reserved, 0);
+	assert_null(gw->live);
+	gw->policy = &f->p; /* np is freed; teardown does not touch gw */
+	free(np);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(admit_price_and_settle_refund, setup, teardown),
+		cmocka_unit_test_setup_teardown(refusals_say_why, setup, teardown),
+		cmocka_unit_test_setup_teardown(retry_after_from_refill, setup, teardown),
+		cmocka_unit_test_setup_teardown(kv_cap_makes_tenant_wait_not_others, setup, teardown),
+		cmocka_unit_test_setup_teardown(queue_timeout_refunds_and_says_so, setup, teardown),
+		cmocka_unit_test_setup_teardown(reload_keeps_buckets_and_queues, setup, teardown),
+	};
+	return cmocka_run_group_tests_name("gateway", tests, NULL, NULL);
+}
