@@ -36,6 +36,12 @@ void fg_gw_init(struct fg_gateway *gw, const struct fg_policy *p, uint64_t step_
 	fg_cost_model_init(&gw->cm, &p->replica);
 	fg_fq_init(&gw->fq, p->n_tenants);
 	fg_kv_init(&gw->kv, p->replica.kv_pool_tokens, p->agent.kv_headroom);
+	/* One engine step, in prefill tokens of the same replica time: the
+	 * reference decode step. "Two steps of work" is then ~28 ms on the seed's
+	 * replica, shallow enough that FCFS inside the engine cannot undo the
+	 * order chosen here, deep enough to keep it busy. */
+	if (!step_tokens)
+		step_tokens = (uint64_t)ceil(gw->cm.decode_step_s / gw->cm.prompt_token_s);
 	fg_ew_init(&gw->ew, p->agent.engine_queue_steps, step_tokens);
 	fg_peak_init(&gw->peaks, p->n_tenants, 0, now_ns);
 	fg_calibration_init(&gw->cal);

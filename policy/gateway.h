@@ -93,7 +93,9 @@ struct fg_gateway {
 	bool kv_caps;                 /* enforce tier kv_cap_tokens (default on) */
 };
 
-/* The policy must outlive the gateway (or be replaced by fg_gw_reload). */
+/* The policy must outlive the gateway (or be replaced by fg_gw_reload).
+ * step_tokens: prefill tokens per engine step for the shallow-queue window;
+ * 0 = derive from the cost model (decode step time / prompt-token time). */
 void fg_gw_init(struct fg_gateway *gw, const struct fg_policy *p, uint64_t step_tokens,
 		uint64_t now_ns);
 /* New policy: tenants are matched by name; buckets, counters, queued and

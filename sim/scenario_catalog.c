@@ -1,0 +1,101 @@
+/* scenario_catalog.c — builders for the seed's scenarios; see the header. */
+#include <string.h>
+
+#include "sim/scenario_catalog.h"
+
+static uint32_t add_tier(struct fg_policy *p, const char *name, double weight, uint64_t max_ctx,
+			 uint64_t kv_cap)
+{
+	struct fg_tier *t = &p->tiers[p->n_tiers];
+	memset(t, 0, sizeof(*t));
+	strncpy(t->name, name, sizeof(t->name) - 1);
+	t->weight = weight;
+	t->max_context = max_ctx;
+	t->kv_cap_tokens = kv_cap;
+	t->burst_s = 60;
+	t->max_queue_s = 30;
+	t->default_max_tokens = 256;
+	return p->n_tiers++;
+}
+
+static uint32_t add_tenant(struct fg_policy *p, const char *name, uint32_t tier, double units_per_s)
+{
+	struct fg_tenant *t = &p->tenants[p->n_tenants];
+	memset(t, 0, sizeof(*t));
+	strncpy(t->name, name, sizeof(t->name) - 1);
+	t->id = p->n_tenants;
+	t->tier = tier;
+	t->units_per_s = units_per_s;
+	t->burst_s = p->tiers[tier].burst_s;
+	return p->n_tenants++;
+}
+
+static void add_load(struct scn_config *cfg, uint32_t tenant, double rate, uint32_t burst,
+		     double start_s, uint32_t prompt, uint32_t max_tokens)
+{
+	struct scn_load *l = &cfg->loads[cfg->n_loads++];
+	memset(l, 0, sizeof(*l));
+	l->tenant = tenant;
+	l->rate = rate;
+	l->burst = burst;
+	l->start_s = start_s;
+	l->stop_s = 1e9;
+	l->prompt_tokens = prompt;
+	l->max_tokens = max_tokens;
+}
+
+void scn_fair_share(struct fg_policy *p, struct scn_config *cfg, enum fg_metering metering)
+{
+	fg_policy_defaults(p);
+	uint32_t std = add_tier(p, "standard", 1, 32768, 262144);
+	/* Equal contracts of half a replica each: 9,116 units/s of replica time,
+	 * or, under raw_tokens, the same number of tokens per second (what a
+	 * token-based quota would sell as "half the replica"). */
+	struct fg_cost_model cm;
+	fg_cost_model_init(&cm, &p->replica);
+	double contract = 0.5 * cm.replica_units_per_s;
+	add_tenant(p, "prompty", std, contract);
+	add_tenant(p, "chatty", std, contract);
+	scn_config_defaults(cfg, p);
+	cfg->metering = metering;
+	cfg->duration_s = 600;
+	cfg->drain_s = 60;
+	/* Each asks for more than its contract under either meter: 9 req/s of
+	 * ~2,031 units (2,010 tokens), and 12 req/s of ~3,193 units (1,100
+	 * tokens) — the long-output tenant's raw-token contract covers 8.3 req/s,
+	 * 26,500 units/s of replica time, more than the whole replica. */
+	add_load(cfg, 0, 9, 0, 0, 2000, 10);
+	add_load(cfg, 1, 12, 0, 0, 100, 1000);
+}
+
+void scn_long_context(struct fg_policy *p, struct scn_config *cfg, bool kv_isolation)
+{
+	fg_policy_defaults(p);
+	p->agent.long_context_threshold = 0; /* this replica is the long-context pool */
+	/* one 128K context at a time per long-context tenant */
+	uint32_t lng = add_tier(p, "long-context", 1, 131072, 131072);
+	uint32_t std = add_tier(p, "standard", 1, 32768, 131072);
+	add_tenant(p, "longdoc", lng, 1e6);
+	add_tenant(p, "chat", std, 1e6);
+	scn_config_defaults(cfg, p);
+	cfg->kv_isolation = kv_isolation;
+	cfg->duration_s = 120;
+	cfg->drain_s = 120;
+	add_load(cfg, 0, 0.5, 0, 0, 120000, 1000);
+	add_load(cfg, 1, 4, 0, 0, 1000, 200);
+}
+
+void scn_burst(struct fg_policy *p, struct scn_config *cfg, uint32_t burst, bool gateway)
+{
+	fg_policy_defaults(p);
+	uint32_t std = add_tier(p, "standard", 1, 32768, 262144);
+	add_tenant(p, "steady", std, 1e6);
+	add_tenant(p, "bursty", std, 1e6);
+	scn_config_defaults(cfg, p);
+	cfg->gateway = gateway;
+	cfg->duration_s = 60;
+	cfg->drain_s = 300;
+	add_load(cfg, 0, 2, 0, 0, 500, 50);
+	if (burst)
+		add_load(cfg, 1, 0, burst, 10, 2000, 200);
+}

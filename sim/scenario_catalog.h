@@ -1,0 +1,25 @@
+/* scenario_catalog.h — the seed's scenarios, defined once.
+ *
+ * Each builder fills a policy and a scenario config; the tests assert on the
+ * results (selftests/unit/test_scenarios.c) and `fg-scenarios` prints them as
+ * the README's table, so the figures and the assertions come from the same
+ * runs.
+ */
+#ifndef FAIRGATE_SIM_SCENARIO_CATALOG_H
+#define FAIRGATE_SIM_SCENARIO_CATALOG_H
+
+#include "sim/scenario.h"
+
+/* Two tenants with equal contracts, both asking for more than the replica
+ * can serve; tenant 0 sends prompt-heavy requests, tenant 1 long outputs. */
+void scn_fair_share(struct fg_policy *p, struct scn_config *cfg, enum fg_metering metering);
+
+/* Tenant 0 sends ~120K-token contexts (the seed's "one 128K request holds
+ * 20% of the pool"), tenant 1 ordinary chat. kv_isolation on/off. */
+void scn_long_context(struct fg_policy *p, struct scn_config *cfg, bool kv_isolation);
+
+/* Tenant 0 is a steady victim; tenant 1 sends a burst of `burst` requests
+ * at t = 10 s (0 = victim alone). gateway on/off. */
+void scn_burst(struct fg_policy *p, struct scn_config *cfg, uint32_t burst, bool gateway);
+
+#endif

@@ -1,0 +1,21 @@
+/* scenario_report.h — run the catalog's scenarios and report them, for the
+ * README table (fg-scenarios) and the assertions (test_scenarios). */
+#ifndef FAIRGATE_SIM_SCENARIO_REPORT_H
+#define FAIRGATE_SIM_SCENARIO_REPORT_H
+
+#include <stdio.h>
+#include "sim/scenario.h"
+
+struct scn_report {
+	/* fair share: equal contracts, prompt-heavy (0) vs long outputs (1) */
+	struct scn_result fair_replica, fair_raw, fair_direct;
+	/* long contexts: 120K-token tenant (0) vs chat (1) */
+	struct scn_result long_kv_on, long_kv_off, long_chat_alone;
+	/* burst: steady victim (0) vs 300-request burst (1) */
+	struct scn_result burst_alone, burst_gateway, burst_direct;
+};
+
+int scn_report_run(struct scn_report *r);
+void scn_report_print_markdown(const struct scn_report *r, FILE *out);
+
+#endif
