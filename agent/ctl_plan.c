@@ -129,18 +129,18 @@ static void print_human(const struct fg_policy *p, const struct fg_cost_model *c
 
 	printf("replica: %s, %u GPUs, prefill MFU %.2f, decode MBU %.2f, batch %u at %u tokens of context\n\n",
 	       r->model.name, r->gpus, r->prefill_mfu, r->decode_mbu, r->decode_batch, r->decode_context);
-	printf("prompt token  = 2 x %s / (%u x %s x %.2f) = %.1f us\n",
+	printf("prompt token  = 2 x %s / (%u x %s x %.2f) = %.2f us\n",
 	       sci(r->model.params, 4, b1, sizeof(b1)), r->gpus, sci(r->peak_flops, 4, b2, sizeof(b2)),
 	       r->prefill_mfu, cm->prompt_token_s * 1e6);
 	printf("decode step   = (%.1f GB + %u x %u x %.0f B / %u) / %s = %.1f ms\n",
 	       cm->weights_bytes_per_gpu / 1e9, r->decode_batch, r->decode_context,
 	       cm->kv_bytes_per_token, r->gpus, sci(cm->hbm_effective_per_gpu, 3, b3, sizeof(b3)),
 	       cm->decode_step_s * 1e3);
-	printf("output token  = %.1f ms / %u = %.0f us\n", cm->decode_step_s * 1e3, r->decode_batch,
+	printf("output token  = %.1f ms / %u = %.1f us\n", cm->decode_step_s * 1e3, r->decode_batch,
 	       cm->output_token_s * 1e6);
-	printf("weight        = %.0f / %.1f = %.2f prompt-token units per output token\n",
+	printf("weight        = %.1f / %.2f = %.2f prompt-token units per output token\n",
 	       cm->output_token_s * 1e6, cm->prompt_token_s * 1e6, cm->output_weight);
-	printf("replica budget = %.2f / %.1f us = %.0f units per second at a %.0f%% ceiling\n",
+	printf("replica budget = %.2f / %.2f us = %.0f units per second at a %.0f%% ceiling\n",
 	       r->ceiling, cm->prompt_token_s * 1e6, cm->replica_units_per_s, r->ceiling * 100);
 	printf("KV per token  = 2 x %u layers x %u kv_heads x %u x %.0f B = %.0f B\n", r->model.layers,
 	       r->model.kv_heads, r->model.head_dim, r->model.kv_bytes, cm->kv_bytes_per_token);

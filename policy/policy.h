@@ -25,6 +25,7 @@
 #define FG_MAX_IFACES 8
 #define FG_MAX_TRUSTED 16
 #define FG_HOSTPORT_MAX 64
+#define FG_PATH_MAX 256          /* file paths inside the policy, incl. NUL */
 
 struct fg_model {
 	char name[64];
@@ -85,7 +86,8 @@ struct fg_tenant {
 };
 
 struct fg_hostport {
-	char host[FG_HOSTPORT_MAX]; /* numeric address as written, "" if unset */
+	char host[FG_HOSTPORT_MAX]; /* numeric address as written, without the [] of
+				     * an IPv6 address (ready for inet_pton); "" if unset */
 	uint16_t port;
 };
 
@@ -114,6 +116,12 @@ struct fg_agent {
 	enum fg_sched_policy engine_scheduling; /* what the engine runs */
 	uint64_t max_body_bytes;
 	double kv_headroom;                 /* fraction of the pool the node may reserve */
+	char salt_secret_file[FG_PATH_MAX]; /* per-tenant cache salts derive from it; "" = unset */
+	/* proxy timeouts, seconds (agent.timeouts: header_s, body_s, idle_s, upstream_s) */
+	double header_timeout_s;            /* request line + headers must arrive within */
+	double body_timeout_s;              /* the body must arrive within, after the headers */
+	double idle_timeout_s;              /* keep-alive connection with no request */
+	double upstream_timeout_s;          /* engine silent (no byte) for this long: 504 */
 };
 
 struct fg_policy {

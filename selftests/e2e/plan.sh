@@ -43,12 +43,12 @@ expect_eq "optional keys absent without --rps/--context" \
 
 "$ctl" plan --policy "$pol" --rps 5 --in 2000 --out 500 --context 131072 >"$tmp/plan.txt"
 check "human output derives the prompt token like the seed" \
-	grep -q 'prompt token  = 2 x 70.55e9 / (4 x 1979e12 x 0.50) = 35.7 us' "$tmp/plan.txt"
+	grep -q 'prompt token  = 2 x 70.55e9 / (4 x 1979e12 x 0.50) = 35.65 us' "$tmp/plan.txt"
 check "human output derives the decode step" grep -q 'decode step   = (17.6 GB + 128 x 1700 x 327680 B / 4) / 2.51e12 = 14.1 ms' "$tmp/plan.txt"
-check "human output: 110 us output token" grep -q 'output token  = 14.1 ms / 128 = 110 us' "$tmp/plan.txt"
+check "human output: 110 us output token" grep -q 'output token  = 14.1 ms / 128 = 110.3 us' "$tmp/plan.txt"
 check "human output: weight 3.09" grep -q '= 3.09 prompt-token units' "$tmp/plan.txt"
-check "human output: 18232 units/s budget" grep -q '= 18232 units per second at a 65% ceiling' "$tmp/plan.txt"
-check "human output: tenant load" grep -q '5 x (2000 + 500 x 3.093) = 17732, or 0.97 replicas' "$tmp/plan.txt"
+check "human output: 18233 units/s budget (seed: 18,232)" grep -q '= 18233 units per second at a 65% ceiling' "$tmp/plan.txt"
+check "human output: tenant load" grep -q '5 x (2000 + 500 x 3.093) = 17733, or 0.97 replicas' "$tmp/plan.txt"
 check "human output: 128K context 40.0 GiB" grep -q '= 40.0 GiB, 10.7 GB per GPU at TP=4' "$tmp/plan.txt"
 check "human output: 20% of pool" grep -q 'share of pool = 131072 / 646503 = 20%' "$tmp/plan.txt"
 check "human output: dedicated \$7200" grep -q '= \$7200 per month' "$tmp/plan.txt"

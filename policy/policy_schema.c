@@ -1,0 +1,435 @@
+/* policy_schema.c — every key of the policy file: type, range, default,
+ * and the checks that span several keys of one block (a tier's context
+ * against its KV cap, a tenant's one-of quota, the agent's addresses). */
+#include "policy_schema.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include "cost_model.h"
+#include "policy_suggest.h"
+
+#define INF INFINITY
+#define MEMBER_SIZE(T, m) sizeof(((T *)0)->m)
+#define NUM(k, kd, T, m, lo, hi, fl) \
+	{ .key = k, .kind = kd, .off = offsetof(T, m), .size = MEMBER_SIZE(T, m), \
+	  .min = lo, .max = hi, .flags = fl }
+#define DBL(k, T, m, lo, hi, fl) NUM(k, FG_K_DOUBLE, T, m, lo, hi, fl)
+#define UINT(k, T, m, lo, hi, fl) NUM(k, FG_K_UINT, T, m, lo, hi, fl)
+#define STR(k, kd, T, m, fl) \
+	{ .key = k, .kind = kd, .off = offsetof(T, m), .size = MEMBER_SIZE(T, m), .flags = fl }
+#define ENUM(k, T, m, names) \
+	{ .key = k, .kind = FG_K_ENUM, .off = offsetof(T, m), .enums = names }
+#define SUB(k, off_, schema, fl) \
+	{ .key = k, .kind = FG_K_MAP, .off = off_, .sub = &schema, .flags = fl }
+#define CUSTOM(k, fn, fl) { .key = k, .kind = FG_K_CUSTOM, .decode = fn, .flags = fl }
+#define LIST(k, kd, T, m, count, fl) \
+	{ .key = k, .kind = kd, .off = offsetof(T, m), .count_off = offsetof(T, count), \
+	  .max_count = sizeof(((T *)0)->m) / sizeof(((T *)0)->m[0]), \
+	  .size = sizeof(((T *)0)->m[0]), .flags = fl }
+#define SCHEMA(fields) { fields, sizeof(fields) / sizeof(fields[0]) }
+#define GT FG_F_GT_MIN
+#define REQ FG_F_REQUIRED
+
+/* ---- replica: the cost model's inputs (defaults: the seed's replica) ---- */
+
+static const struct fg_field model_fields[] = {
+	STR("name", FG_K_TEXT, struct fg_model, name, REQ),
+	DBL("params", struct fg_model, params, 0, 1e15, GT | REQ),
+	UINT("layers", struct fg_model, layers, 1, 10000, REQ),
+	UINT("kv_heads", struct fg_model, kv_heads, 1, 10000, REQ),
+	UINT("head_dim", struct fg_model, head_dim, 1, 100000, REQ),
+	DBL("weight_bytes", struct fg_model, weight_bytes, 0, 8, GT),
+	DBL("kv_bytes", struct fg_model, kv_bytes, 0, 8, GT),
+};
+static const struct fg_schema model_schema = SCHEMA(model_fields);
+
+static const struct fg_field gpu_fields[] = {
+	DBL("peak_flops", struct fg_replica, peak_flops, 0, 1e21, GT),
+	DBL("hbm_bytes_per_s", struct fg_replica, hbm_bytes_per_s, 0, 1e16, GT),
+	DBL("usd_per_hour", struct fg_replica, usd_per_hour, 0, 1e6, 0),
+};
+static const struct fg_schema gpu_schema = SCHEMA(gpu_fields);
+
+static const struct fg_field efficiency_fields[] = {
+	DBL("prefill_mfu", struct fg_replica, prefill_mfu, 0, 1, GT),
+	DBL("decode_mbu", struct fg_replica, decode_mbu, 0, 1, GT),
+};
+static const struct fg_schema efficiency_schema = SCHEMA(efficiency_fields);
+
+static const struct fg_field decode_fields[] = {
+	UINT("batch", struct fg_replica, decode_batch, 1, 1e6, 0),
+	UINT("context", struct fg_replica, decode_context, 1, 1e9, 0),
+};
+static const struct fg_schema decode_schema = SCHEMA(decode_fields);
+
+static const struct fg_field replica_fields[] = {
+	SUB("model", offsetof(struct fg_replica, model), model_schema, 0),
+	UINT("gpus", struct fg_replica, gpus, 1, 1024, 0),
+	SUB("gpu", 0, gpu_schema, 0),
+	SUB("efficiency", 0, efficiency_schema, 0),
+	SUB("decode", 0, decode_schema, 0),
+	UINT("kv_pool_tokens", struct fg_replica, kv_pool_tokens, 1, 1e12, 0),
+	DBL("ceiling", struct fg_replica, ceiling, 0, 1, GT),
+	DBL("cached_prompt_weight", struct fg_replica, cached_prompt_weight, 0, 1, 0),
+};
+static const struct fg_schema replica_schema = SCHEMA(replica_fields);
+
+/* Where to point an error about `key` of map: its value, else the map. */
+static const struct fg_ynode *at_key(const struct fg_ynode *map, const char *key)
+{
+	const struct fg_ynode *v = fg_ymap_get(map, key);
+	return v ? v : map;
+}
+
+/* The first of two keys present in map (for checks between two keys). */
+static const struct fg_ynode *at_either(const struct fg_ynode *map, const char *k1,
+					const char *k2)
+{
+	return fg_ymap_get(map, k1) ? fg_ymap_get(map, k1) : at_key(map, k2);
+}
+
+static int decode_replica(struct fg_pctx *c, const struct fg_ynode *v, void *base,
+			  const char *path)
+{
+	struct fg_policy *p = base;
+	struct fg_replica *r = &p->replica;
+
+	if (fg_decode_map(c, v, &replica_schema, r, path, NULL))
+		return -1;
+	/* The pricing reference must be a batch the pool can hold. */
+	if ((double)r->decode_batch * r->decode_context > (double)r->kv_pool_tokens) {
+		const struct fg_ynode *d = fg_ymap_get(v, "decode");
+		return fg_pfail(c, d ? d : at_key(v, "kv_pool_tokens"),
+				"replica.decode: batch %u x context %u = %.0f tokens does not fit in kv_pool_tokens %llu",
+				r->decode_batch, r->decode_context,
+				(double)r->decode_batch * r->decode_context,
+				(unsigned long long)r->kv_pool_tokens);
+	}
+	return 0;
+}
+
+/* ---- tiers: a mapping name -> limits ---- */
+
+static const struct fg_field tier_fields[] = {
+	DBL("weight", struct fg_tier, weight, 0, 1e6, GT),
+	UINT("max_context", struct fg_tier, max_context, 1, 1e9, 0),
+	UINT("kv_cap_tokens", struct fg_tier, kv_cap_tokens, 1, 1e12, 0),
+	DBL("burst_s", struct fg_tier, burst_s, 0, 86400, GT),
+	DBL("max_queue_s", struct fg_tier, max_queue_s, 0, 3600, 0),
+	NUM("priority", FG_K_INT, struct fg_tier, priority, -1e6, 1e6, 0),
+	UINT("default_max_tokens", struct fg_tier, default_max_tokens, 1, 1e9, 0),
+};
+static const struct fg_schema tier_schema = SCHEMA(tier_fields);
+
+static int check_tier(struct fg_pctx *c, const struct fg_ynode *m, const struct fg_tier *t,
+		      const char *path)
+{
+	uint64_t pool = c->p->replica.kv_pool_tokens;
+
+	if (t->max_context > t->kv_cap_tokens)
+		return fg_pfail(c, at_either(m, "max_context", "kv_cap_tokens"),
+				"%s: max_context %llu exceeds kv_cap_tokens %llu, so its longest requests could never be admitted",
+				path, (unsigned long long)t->max_context,
+				(unsigned long long)t->kv_cap_tokens);
+	if (t->kv_cap_tokens > pool)
+		return fg_pfail(c, at_key(m, "kv_cap_tokens"),
+				"%s: kv_cap_tokens %llu exceeds the replica's kv_pool_tokens %llu",
+				path, (unsigned long long)t->kv_cap_tokens, (unsigned long long)pool);
+	if (t->default_max_tokens > t->max_context)
+		return fg_pfail(c, at_key(m, "default_max_tokens"),
+				"%s: default_max_tokens %u exceeds max_context %llu", path,
+				t->default_max_tokens, (unsigned long long)t->max_context);
+	return 0;
+}
+
+static int decode_tiers(struct fg_pctx *c, const struct fg_ynode *v, void *base,
+			const char *path)
+{
+	struct fg_policy *p = base;
+	char sub[FG_PATH_TEXT], q[64];
+
+	if (fg_expect(c, v, FG_Y_MAP, path))
+		return -1;
+	if (fg_ymap_len(v) == 0)
+		return fg_pfail(c, v, "tiers must define at least one tier");
+	if (fg_ymap_len(v) > FG_MAX_TIERS)
+		return fg_pfail(c, fg_ymap_key(v, FG_MAX_TIERS), "more than %d tiers", FG_MAX_TIERS);
+	for (size_t i = 0; i < fg_ymap_len(v); i++) {
+		const struct fg_ynode *k = fg_ymap_key(v, i), *m = fg_ymap_val(v, i);
+		struct fg_tier *t = &p->tiers[i];
+
+		if (fg_decode_name(c, k, "tier name", t->name, sizeof(t->name)))
+			return -1;
+		for (size_t j = 0; j < i; j++)
+			if (!strcmp(p->tiers[j].name, t->name))
+				return fg_pfail(c, k, "duplicate tier %s (first at %u:%u)",
+						fg_quote(k, q, sizeof(q)), fg_ymap_key(v, j)->line,
+						fg_ymap_key(v, j)->col);
+		fg_path(sub, sizeof(sub), "tiers.%s", t->name);
+		t->weight = FG_TIER_DEFAULT_WEIGHT;
+		t->max_context = FG_TIER_DEFAULT_MAX_CONTEXT;
+		t->kv_cap_tokens = FG_TIER_DEFAULT_KV_CAP_TOKENS;
+		t->burst_s = FG_TIER_DEFAULT_BURST_S;
+		t->max_queue_s = FG_TIER_DEFAULT_MAX_QUEUE_S;
+		if (fg_decode_map(c, m, &tier_schema, t, sub, NULL))
+			return -1;
+		if (!fg_ymap_get(m, "default_max_tokens"))
+			t->default_max_tokens = t->max_context < FG_TIER_DEFAULT_MAX_TOKENS
+				? (uint32_t)t->max_context : FG_TIER_DEFAULT_MAX_TOKENS;
+		if (check_tier(c, m, t, sub))
+			return -1;
+		p->n_tiers = (uint32_t)i + 1;
+	}
+	return 0;
+}
+
+/* ---- tenants: a list, id = position ---- */
+
+static int decode_tenant_tier(struct fg_pctx *c, const struct fg_ynode *v, void *base,
+			      const char *path)
+{
+	struct fg_tenant *t = base;
+	const char *names[FG_MAX_TIERS], *s;
+	char q[64];
+
+	if (fg_decode_string(c, v, path, &s))
+		return -1;
+	int idx = fg_policy_tier_by_name(c->p, s);
+	if (idx >= 0) {
+		t->tier = (uint32_t)idx;
+		return 0;
+	}
+	for (uint32_t i = 0; i < c->p->n_tiers; i++)
+		names[i] = c->p->tiers[i].name;
+	const char *guess = fg_suggest(s, names, c->p->n_tiers);
+	if (guess)
+		return fg_pfail(c, v, "%s: unknown tier %s; did you mean '%s'?", path,
+				fg_quote(v, q, sizeof(q)), guess);
+	return fg_pfail(c, v, "%s: unknown tier %s (not defined under tiers)", path,
+			fg_quote(v, q, sizeof(q)));
+}
+
+static int hex_nibble(char ch)
+{
+	if (ch >= '0' && ch <= '9')
+		return ch - '0';
+	if (ch >= 'a' && ch <= 'f')
+		return ch - 'a' + 10;
+	if (ch >= 'A' && ch <= 'F')
+		return ch - 'A' + 10;
+	return -1;
+}
+
+/* "sha256:<64 hex>" into 32 bytes. Plaintext keys never belong in a policy. */
+static int decode_key(struct fg_pctx *c, const struct fg_ynode *v, const char *path,
+		      uint8_t out[32])
+{
+	const char *s;
+	static const char prefix[] = "sha256:";
+
+	if (fg_decode_string(c, v, path, &s))
+		return -1;
+	if (strncmp(s, prefix, sizeof(prefix) - 1) || v->len != sizeof(prefix) - 1 + 64)
+		goto bad;
+	s += sizeof(prefix) - 1;
+	for (int i = 0; i < 32; i++) {
+		int hi = hex_nibble(s[2 * i]), lo = hex_nibble(s[2 * i + 1]);
+		if (hi < 0 || lo < 0)
+			goto bad;
+		out[i] = (uint8_t)(hi << 4 | lo);
+	}
+	return 0;
+bad:
+	return fg_pfail(c, v, "%s must be \"sha256:\" and 64 hex digits, the SHA-256 of the API key (printf %%s KEY | sha256sum), never the key itself",
+			path);
+}
+
+static int decode_keys(struct fg_pctx *c, const struct fg_ynode *v, void *base,
+		       const char *path)
+{
+	struct fg_tenant *t = base;
+	char item[FG_PATH_TEXT];
+
+	if (fg_expect(c, v, FG_Y_SEQ, path))
+		return -1;
+	if (v->n > FG_MAX_KEYS)
+		return fg_pfail(c, v->items[FG_MAX_KEYS], "%s has more than %d keys", path,
+				FG_MAX_KEYS);
+	for (size_t i = 0; i < v->n; i++) {
+		fg_path(item, sizeof(item), "%s[%zu]", path, i);
+		if (decode_key(c, v->items[i], item, t->keys[i]))
+			return -1;
+	}
+	t->n_keys = (uint32_t)v->n;
+	return 0;
+}
+
+static const struct fg_enum_name cache_modes[] = {
+	{ "salted", FG_CACHE_SALTED }, { "shared", FG_CACHE_SHARED }, { NULL, 0 },
+};
+
+enum { TENANT_UNITS = 2, TENANT_REPLICAS = 3, TENANT_BURST = 4 };
+static const struct fg_field tenant_fields[] = {
+	STR("name", FG_K_NAME, struct fg_tenant, name, REQ),
+	CUSTOM("tier", decode_tenant_tier, REQ),
+	[TENANT_UNITS] = DBL("units_per_s", struct fg_tenant, units_per_s, 0, 1e12, GT),
+	[TENANT_REPLICAS] = DBL("replicas", struct fg_tenant, replicas, 0, 1e6, GT),
+	[TENANT_BURST] = DBL("burst_s", struct fg_tenant, burst_s, 0, 86400, GT),
+	CUSTOM("keys", decode_keys, 0),
+	LIST("sources", FG_K_CIDRS, struct fg_tenant, sources, n_sources, 0),
+	ENUM("cache", struct fg_tenant, cache, cache_modes),
+};
+static const struct fg_schema tenant_schema = SCHEMA(tenant_fields);
+
+static int decode_tenant(struct fg_pctx *c, const struct fg_ynode *m, struct fg_tenant *t,
+			 uint32_t id, const char *path)
+{
+	uint64_t seen = 0;
+
+	memset(t, 0, sizeof(*t));
+	t->id = id;
+	t->cache = FG_CACHE_SALTED;
+	if (fg_decode_map(c, m, &tenant_schema, t, path, &seen))
+		return -1;
+	bool units = seen & (1ull << TENANT_UNITS), replicas = seen & (1ull << TENANT_REPLICAS);
+	if (units && replicas) {
+		const struct fg_ynode *a = fg_ymap_key_node(m, "units_per_s");
+		const struct fg_ynode *b = fg_ymap_key_node(m, "replicas");
+		bool b_later = b->line > a->line || (b->line == a->line && b->col > a->col);
+		return fg_pfail(c, b_later ? b : a,
+				"%s (tenant '%s') sets both units_per_s and replicas; give exactly one",
+				path, t->name);
+	}
+	if (!units && !replicas)
+		return fg_pfail(c, m, "%s (tenant '%s') needs a quota: units_per_s or replicas",
+				path, t->name);
+	if (replicas) {
+		struct fg_cost_model cm;
+		fg_cost_model_init(&cm, &c->p->replica);
+		t->units_per_s = fg_replicas_to_units(&cm, t->replicas);
+	}
+	if (!(seen & (1ull << TENANT_BURST)))
+		t->burst_s = c->p->tiers[t->tier].burst_s;
+	return 0;
+}
+
+static int decode_tenants(struct fg_pctx *c, const struct fg_ynode *v, void *base,
+			  const char *path)
+{
+	struct fg_policy *p = base;
+	char sub[FG_PATH_TEXT], q[64];
+
+	if (fg_expect(c, v, FG_Y_SEQ, path))
+		return -1;
+	if (v->n > FG_MAX_TENANTS)
+		return fg_pfail(c, v->items[FG_MAX_TENANTS], "more than %d tenants (FG_MAX_TENANTS)",
+				FG_MAX_TENANTS);
+	for (size_t i = 0; i < v->n; i++) {
+		fg_path(sub, sizeof(sub), "tenants[%zu]", i);
+		if (decode_tenant(c, v->items[i], &p->tenants[i], (uint32_t)i, sub))
+			return -1;
+		for (size_t j = 0; j < i; j++) {
+			if (strcmp(p->tenants[j].name, p->tenants[i].name))
+				continue;
+			const struct fg_ynode *name = fg_ymap_get(v->items[i], "name");
+			return fg_pfail(c, name, "duplicate tenant name %s (first at %u:%u)",
+					fg_quote(name, q, sizeof(q)),
+					fg_ymap_get(v->items[j], "name")->line,
+					fg_ymap_get(v->items[j], "name")->col);
+		}
+		p->n_tenants = (uint32_t)i + 1;
+	}
+	return 0;
+}
+
+/* ---- agent ---- */
+
+static const struct fg_enum_name agent_modes[] = {
+	{ "front", FG_MODE_FRONT }, { "transparent", FG_MODE_TRANSPARENT }, { NULL, 0 },
+};
+static const struct fg_enum_name xdp_modes[] = {
+	{ "native", FG_XDP_NATIVE }, { "generic", FG_XDP_GENERIC }, { NULL, 0 },
+};
+static const struct fg_enum_name meterings[] = {
+	{ "replica_time", FG_METER_REPLICA_TIME }, { "raw_tokens", FG_METER_RAW_TOKENS },
+	{ "requests", FG_METER_REQUESTS }, { NULL, 0 },
+};
+static const struct fg_enum_name schedulings[] = {
+	{ "fcfs", FG_ENGINE_FCFS }, { "priority", FG_ENGINE_PRIORITY }, { NULL, 0 },
+};
+
+static const struct fg_field long_context_fields[] = {
+	UINT("threshold", struct fg_agent, long_context_threshold, 1, 1e9, REQ),
+	STR("upstream", FG_K_HOSTPORT, struct fg_agent, long_context_upstream, REQ),
+};
+static const struct fg_schema long_context_schema = SCHEMA(long_context_fields);
+
+/* The proxy's timeouts (struct fg_agent, defaults in policy_defaults.c). */
+static const struct fg_field timeouts_fields[] = {
+	DBL("header_s", struct fg_agent, header_timeout_s, 0, 3600, GT),
+	DBL("body_s", struct fg_agent, body_timeout_s, 0, 3600, GT),
+	DBL("idle_s", struct fg_agent, idle_timeout_s, 0, 86400, GT),
+	DBL("upstream_s", struct fg_agent, upstream_timeout_s, 0, 86400, GT),
+};
+static const struct fg_schema timeouts_schema = SCHEMA(timeouts_fields);
+
+static const struct fg_field agent_fields[] = {
+	ENUM("mode", struct fg_agent, mode, agent_modes),
+	STR("listen", FG_K_HOSTPORT, struct fg_agent, listen, 0),
+	STR("engine", FG_K_HOSTPORT, struct fg_agent, engine, 0),
+	LIST("protected_ports", FG_K_PORTS, struct fg_agent, protected_ports, n_protected_ports, 0),
+	LIST("interfaces", FG_K_IFACES, struct fg_agent, interfaces, n_interfaces, 0),
+	ENUM("xdp_mode", struct fg_agent, xdp_mode, xdp_modes),
+	DBL("deny_allowance_per_s", struct fg_agent, deny_allowance_per_s, 0, 1e6, 0),
+	STR("metrics_listen", FG_K_HOSTPORT, struct fg_agent, metrics_listen, 0),
+	LIST("trusted_proxies", FG_K_CIDRS, struct fg_agent, trusted_proxies, n_trusted_proxies, 0),
+	SUB("long_context", 0, long_context_schema, 0),
+	DBL("engine_queue_steps", struct fg_agent, engine_queue_steps, 0, 1000, GT),
+	ENUM("metering", struct fg_agent, metering, meterings),
+	ENUM("engine_scheduling", struct fg_agent, engine_scheduling, schedulings),
+	UINT("max_body_bytes", struct fg_agent, max_body_bytes, 1024, 1 << 30, 0),
+	DBL("kv_headroom", struct fg_agent, kv_headroom, 0, 1, GT),
+	STR("salt_secret_file", FG_K_PATH, struct fg_agent, salt_secret_file, 0),
+	SUB("timeouts", 0, timeouts_schema, 0),
+};
+static const struct fg_schema agent_schema = SCHEMA(agent_fields);
+
+static bool is_wildcard(const char *host)
+{
+	return !strcmp(host, "0.0.0.0") || !strcmp(host, "::");
+}
+
+/* Two sockets this agent binds or dials that would be the same one. */
+static bool same_endpoint(const struct fg_hostport *a, const struct fg_hostport *b)
+{
+	return a->port == b->port &&
+	       (!strcmp(a->host, b->host) || is_wildcard(a->host) || is_wildcard(b->host));
+}
+
+static int decode_agent(struct fg_pctx *c, const struct fg_ynode *v, void *base,
+			const char *path)
+{
+	struct fg_agent *a = &((struct fg_policy *)base)->agent;
+
+	if (fg_decode_map(c, v, &agent_schema, a, path, NULL))
+		return -1;
+	if (a->mode == FG_MODE_FRONT && same_endpoint(&a->listen, &a->engine))
+		return fg_pfail(c, at_either(v, "engine", "listen"),
+				"agent.engine %s:%u is the agent's own listen address; the proxy would forward to itself",
+				a->engine.host, a->engine.port);
+	if (same_endpoint(&a->listen, &a->metrics_listen))
+		return fg_pfail(c, at_either(v, "metrics_listen", "listen"),
+				"agent.metrics_listen %s:%u collides with agent.listen %s:%u",
+				a->metrics_listen.host, a->metrics_listen.port, a->listen.host,
+				a->listen.port);
+	return 0;
+}
+
+static const struct fg_field root_fields[] = {
+	CUSTOM("replica", decode_replica, 0),
+	CUSTOM("tiers", decode_tiers, REQ),
+	CUSTOM("tenants", decode_tenants, REQ),
+	CUSTOM("agent", decode_agent, 0),
+};
+const struct fg_schema fg_policy_schema = SCHEMA(root_fields);
