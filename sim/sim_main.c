@@ -1,3 +1,314 @@
-/* sim_main.c — STUB: not implemented yet; its owner replaces this file. */
+/* sim_main.c — fairgate-sim: command line, policy, signals, the loop.
+ *
+ * An OpenAI-compatible server that behaves like one vLLM replica whose
+ * timings come from the policy's `replica` block through the cost model
+ * (policy/cost_model.h). See README.md, section "fairgate-sim".
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <math.h>
+#include <signal.h>
 #include <stdio.h>
-int main(void) { fprintf(stderr, "fairgate-sim: not built yet\n"); return 1; }
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/signalfd.h>
+#include <unistd.h>
+
+#include "agent/event_loop.h"
+#include "policy/cost_model.h"
+#include "policy/policy.h"
+#include "sim/sim_server.h"
+
+static void usage(FILE *out)
+{
+	fprintf(out,
+"usage: fairgate-sim [options]\n"
+"\n"
+"An OpenAI-compatible engine simulator: one vLLM replica (continuous batching,\n"
+"chunked prefill, paged KV with preemption by recompute, prefix cache with\n"
+"cache_salt) in virtual time priced by the policy's cost model.\n"
+"\n"
+"  --policy FILE                 policy file; its `replica` block sets the model,\n"
+"                                hardware and KV pool (default: the seed replica)\n"
+"  --listen ADDR:PORT            default 127.0.0.1:8001 ([::1]:PORT for IPv6)\n"
+"  --speedup X                   virtual seconds per real second (default 1);\n"
+"                                0 or inf = as fast as possible\n"
+"  --scheduling-policy P         fcfs (default) | priority\n"
+"  --max-num-seqs N              running batch cap (default 256)\n"
+"  --max-num-batched-tokens N    per-step token budget (default 8192)\n"
+"  --max-model-len N             prompt + output cap (default 131072)\n"
+"  --block-size N                KV block size in tokens (default 16)\n"
+"  --kv-pool-tokens N            override replica.kv_pool_tokens\n"
+"  --no-enable-prefix-caching    disable the prefix cache\n"
+"  --enable-prompt-tokens-details  report usage.prompt_tokens_details.cached_tokens\n"
+"  --output-len fixed|uniform    output = max_tokens, or seeded uniform in\n"
+"                                [1, max_tokens] (finish_reason \"stop\" if shorter)\n"
+"  --default-max-tokens N        chat requests without max_tokens (default 256)\n"
+"  --seed N                      output lengths and token ids (default 0)\n"
+"  --served-model-name NAME      default: replica.model.name\n"
+"  --max-body-bytes N            request body limit (default 33554432)\n"
+"  --log-requests                one line per finished request on stderr\n"
+"  -h, --help\n");
+}
+
+static int parse_u64(const char *s, uint64_t lo, uint64_t hi, uint64_t *out)
+{
+	char *end;
+
+	errno = 0;
+	unsigned long long v = strtoull(s, &end, 10);
+	if (errno || end == s || *end || s[0] == '-' || v < lo || v > hi)
+		return -1;
+	*out = v;
+	return 0;
+}
+
+static int parse_listen(const char *arg, char *host, size_t hostlen, uint16_t *port)
+{
+	const char *colon;
+	size_t hl;
+	uint64_t p;
+
+	if (arg[0] == '[') {
+		const char *rb = strchr(arg, ']');
+		if (!rb || rb[1] != ':')
+			return -1;
+		hl = (size_t)(rb - arg - 1);
+		arg++;
+		colon = rb + 1;
+	} else {
+		colon = strrchr(arg, ':');
+		if (!colon)
+			return -1;
+		hl = (size_t)(colon - arg);
+	}
+	if (!hl || hl >= hostlen || parse_u64(colon + 1, 0, 65535, &p))
+		return -1;
+	memcpy(host, arg, hl);
+	host[hl] = '\0';
+	*port = (uint16_t)p;
+	return 0;
+}
+
+static void on_signal(struct fg_loop *loop, int fd, uint32_t events, void *ctx)
+{
+	struct signalfd_siginfo si;
+
+	(void)events;
+	(void)ctx;
+	if (read(fd, &si, sizeof(si)) == (ssize_t)sizeof(si))
+		fg_loop_stop(loop);
+}
+
+enum {
+	OPT_POLICY = 256, OPT_LISTEN, OPT_SPEEDUP, OPT_SCHED, OPT_MAX_SEQS, OPT_MAX_BATCHED,
+	OPT_MAX_LEN, OPT_BLOCK, OPT_POOL, OPT_NO_PREFIX, OPT_DETAILS, OPT_OUTPUT_LEN,
+	OPT_DEFAULT_MAX, OPT_SEED, OPT_MODEL, OPT_MAX_BODY, OPT_LOG,
+};
+
+static const struct option long_opts[] = {
+	{ "policy", required_argument, NULL, OPT_POLICY },
+	{ "listen", required_argument, NULL, OPT_LISTEN },
+	{ "speedup", required_argument, NULL, OPT_SPEEDUP },
+	{ "scheduling-policy", required_argument, NULL, OPT_SCHED },
+	{ "max-num-seqs", required_argument, NULL, OPT_MAX_SEQS },
+	{ "max-num-batched-tokens", required_argument, NULL, OPT_MAX_BATCHED },
+	{ "max-model-len", required_argument, NULL, OPT_MAX_LEN },
+	{ "block-size", required_argument, NULL, OPT_BLOCK },
+	{ "kv-pool-tokens", required_argument, NULL, OPT_POOL },
+	{ "no-enable-prefix-caching", no_argument, NULL, OPT_NO_PREFIX },
+	{ "enable-prompt-tokens-details", no_argument, NULL, OPT_DETAILS },
+	{ "output-len", required_argument, NULL, OPT_OUTPUT_LEN },
+	{ "default-max-tokens", required_argument, NULL, OPT_DEFAULT_MAX },
+	{ "seed", required_argument, NULL, OPT_SEED },
+	{ "served-model-name", required_argument, NULL, OPT_MODEL },
+	{ "max-body-bytes", required_argument, NULL, OPT_MAX_BODY },
+	{ "log-requests", no_argument, NULL, OPT_LOG },
+	{ "help", no_argument, NULL, 'h' },
+	{ NULL, 0, NULL, 0 },
+};
+
+static int bad(const char *opt, const char *arg)
+{
+	fprintf(stderr, "fairgate-sim: invalid value '%s' for --%s\n", arg, opt);
+	return 2;
+}
+
+/* Hundreds of connections need more descriptors than the usual soft limit. */
+static void raise_fd_limit(void)
+{
+	struct rlimit rl;
+
+	if (!getrlimit(RLIMIT_NOFILE, &rl) && rl.rlim_cur < rl.rlim_max) {
+		rl.rlim_cur = rl.rlim_max;
+		setrlimit(RLIMIT_NOFILE, &rl);
+	}
+}
+
+int main(int argc, char **argv)
+{
+	struct sim_server_options o = { .port = 8001, .speedup = 1, .default_max_tokens = 256,
+					.max_body = 32u << 20 };
+	const char *policy_path = NULL;
+	uint64_t pool_override = 0, v;
+	int c, rc = 1;
+
+	strcpy(o.host, "127.0.0.1");
+	sim_engine_config_defaults(&o.engine, 0);
+	while ((c = getopt_long(argc, argv, "h", long_opts, NULL)) != -1) {
+		switch (c) {
+		case OPT_POLICY: policy_path = optarg; break;
+		case OPT_LISTEN:
+			if (parse_listen(optarg, o.host, sizeof(o.host), &o.port))
+				return bad("listen", optarg);
+			break;
+		case OPT_SPEEDUP:
+			if (!strcmp(optarg, "inf")) {
+				o.speedup = 0;
+			} else {
+				char *end;
+				o.speedup = strtod(optarg, &end);
+				if (*end || end == optarg || !isfinite(o.speedup) || o.speedup < 0)
+					return bad("speedup", optarg);
+			}
+			break;
+		case OPT_SCHED:
+			if (!strcmp(optarg, "fcfs"))
+				o.engine.policy = SIM_SCHED_FCFS;
+			else if (!strcmp(optarg, "priority"))
+				o.engine.policy = SIM_SCHED_PRIORITY;
+			else
+				return bad("scheduling-policy", optarg);
+			break;
+		case OPT_MAX_SEQS:
+			if (parse_u64(optarg, 1, 1u << 20, &v))
+				return bad("max-num-seqs", optarg);
+			o.engine.max_num_seqs = (uint32_t)v;
+			break;
+		case OPT_MAX_BATCHED:
+			if (parse_u64(optarg, 1, 1u << 24, &v))
+				return bad("max-num-batched-tokens", optarg);
+			o.engine.max_num_batched_tokens = (uint32_t)v;
+			break;
+		case OPT_MAX_LEN:
+			if (parse_u64(optarg, 2, 1u << 24, &v))
+				return bad("max-model-len", optarg);
+			o.engine.max_model_len = (uint32_t)v;
+			break;
+		case OPT_BLOCK:
+			if (parse_u64(optarg, 1, 1024, &v))
+				return bad("block-size", optarg);
+			o.engine.block_size = (uint32_t)v;
+			break;
+		case OPT_POOL:
+			if (parse_u64(optarg, 1, 1ull << 34, &pool_override))
+				return bad("kv-pool-tokens", optarg);
+			break;
+		case OPT_NO_PREFIX: o.engine.enable_prefix_caching = false; break;
+		case OPT_DETAILS: o.prompt_tokens_details = true; break;
+		case OPT_OUTPUT_LEN:
+			if (!strcmp(optarg, "fixed"))
+				o.engine.output_len = SIM_OUTPUT_FIXED;
+			else if (!strcmp(optarg, "uniform"))
+				o.engine.output_len = SIM_OUTPUT_UNIFORM;
+			else
+				return bad("output-len", optarg);
+			break;
+		case OPT_DEFAULT_MAX:
+			if (parse_u64(optarg, 1, 1u << 24, &v))
+				return bad("default-max-tokens", optarg);
+			o.default_max_tokens = (uint32_t)v;
+			break;
+		case OPT_SEED:
+			if (parse_u64(optarg, 0, UINT64_MAX, &o.engine.seed))
+				return bad("seed", optarg);
+			break;
+		case OPT_MODEL:
+			if (!*optarg || strlen(optarg) >= sizeof(o.model) || strchr(optarg, '"') ||
+			    strchr(optarg, '\\'))
+				return bad("served-model-name", optarg);
+			strcpy(o.model, optarg);
+			break;
+		case OPT_MAX_BODY:
+			if (parse_u64(optarg, 1024, 1ull << 31, &v))
+				return bad("max-body-bytes", optarg);
+			o.max_body = (size_t)v;
+			break;
+		case OPT_LOG: o.log_requests = true; break;
+		case 'h': usage(stdout); return 0;
+		default: usage(stderr); return 2;
+		}
+	}
+	if (optind < argc) {
+		fprintf(stderr, "fairgate-sim: unexpected argument '%s'\n", argv[optind]);
+		return 2;
+	}
+
+	struct fg_policy *policy = malloc(sizeof(*policy));
+	struct fg_cost_model cm;
+	if (!policy) {
+		fprintf(stderr, "fairgate-sim: out of memory\n");
+		return 1;
+	}
+	fg_policy_defaults(policy);
+	if (policy_path) {
+		struct fg_policy_error perr;
+		char msg[600];
+		if (fg_policy_parse_file(policy_path, policy, &perr)) {
+			fg_policy_error_format(&perr, msg, sizeof(msg));
+			fprintf(stderr, "fairgate-sim: %s\n", msg);
+			free(policy);
+			return 1;
+		}
+	}
+	fg_cost_model_init(&cm, &policy->replica);
+	o.engine.kv_pool_tokens = pool_override ? pool_override : policy->replica.kv_pool_tokens;
+	if (!o.model[0]) {
+		snprintf(o.model, sizeof(o.model), "%s",
+			 policy->replica.model.name[0] ? policy->replica.model.name : "fairgate-sim");
+		if (strchr(o.model, '"') || strchr(o.model, '\\'))
+			strcpy(o.model, "fairgate-sim");
+	}
+	free(policy);
+
+	sigset_t mask;
+	sigemptyset(&mask);
+	sigaddset(&mask, SIGINT);
+	sigaddset(&mask, SIGTERM);
+	sigprocmask(SIG_BLOCK, &mask, NULL);
+	raise_fd_limit();
+	signal(SIGPIPE, SIG_IGN);
+	int sfd = signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC);
+
+	struct fg_loop *loop = fg_loop_new();
+	char err[256];
+	struct sim_server *srv = loop ? sim_server_new(loop, &o, &cm, err, sizeof(err)) : NULL;
+	if (!srv) {
+		fprintf(stderr, "fairgate-sim: %s\n", loop ? err : "cannot create the event loop");
+		goto out;
+	}
+	if (sfd >= 0)
+		fg_loop_add(loop, sfd, EPOLLIN, on_signal, NULL);
+	char speedup[32];
+	if (o.speedup > 0)
+		snprintf(speedup, sizeof(speedup), "%g", o.speedup);
+	else
+		strcpy(speedup, "inf");
+	fprintf(stderr,
+		"fairgate-sim: listening on %s%s%s:%u model=%s speedup=%s policy=%s "
+		"prompt_token=%.3fus decode_step(ref)=%.3fms kv_pool=%llu tokens (%llu blocks of %u)\n",
+		strchr(o.host, ':') ? "[" : "", o.host, strchr(o.host, ':') ? "]" : "",
+		sim_server_port(srv), o.model, speedup,
+		o.engine.policy == SIM_SCHED_PRIORITY ? "priority" : "fcfs", cm.prompt_token_s * 1e6,
+		cm.decode_step_s * 1e3, (unsigned long long)o.engine.kv_pool_tokens,
+		(unsigned long long)(o.engine.kv_pool_tokens / o.engine.block_size),
+		o.engine.block_size);
+	rc = fg_loop_run(loop) ? 1 : 0;
+out:
+	sim_server_free(srv);
+	fg_loop_free(loop);
+	if (sfd >= 0)
+		close(sfd);
+	return rc;
+}

@@ -1,0 +1,2 @@
+TOOLS += bench/fg-load.c
+TOOLS += bench/fg-decision-bench.c

@@ -1,0 +1,541 @@
+/* sim_server.c — routes, request jobs, token streaming and engine pacing;
+ * see sim_server.h. */
+#include "sim_server.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "sim/openai_request.h"
+#include "sim/openai_response.h"
+#include "sim/sim_http.h"
+#include "sim/sim_metrics.h"
+#include "sim/tokenizer.h"
+
+struct job;
+
+/* One engine sequence of a request (prompts x n of them). */
+struct choice {
+	struct job *job;
+	struct sim_seq *seq;          /* NULL once finished */
+	uint32_t prompt_idx;
+	char *text;                   /* 4 bytes per token */
+	uint32_t n_output;
+	const char *finish;
+	bool done;
+	bool role_sent;
+	double first_scheduled, first_token, finished;
+	uint32_t cached_tokens, preemptions;
+	uint64_t recomputed;
+};
+
+/* One HTTP request being served. */
+struct job {
+	struct sim_server *srv;
+	struct sim_http_conn *conn;
+	enum sim_api api;
+	bool stream, include_usage;
+	uint32_t n_choices, n_done;
+	struct choice *choices;
+	uint64_t prompt_tokens;       /* each prompt counted once */
+	uint32_t n_per_prompt;
+	char id[48];
+	time_t created;
+	double arrival;
+};
+
+struct sim_server {
+	struct fg_loop *loop;
+	struct sim_server_options opt;
+	struct fg_cost_model cm;
+	struct sim_engine *engine;
+	struct sim_http_server *http;
+	struct sim_http_counters counters;
+	uint64_t real_origin_ns;
+	uint64_t step_timer;
+	uint64_t next_job;
+};
+
+/* ---- pacing ------------------------------------------------------------------ */
+
+static bool as_fast_as_possible(const struct sim_server *s)
+{
+	return s->opt.speedup <= 0;
+}
+
+static double virtual_now(const struct sim_server *s)
+{
+	return (double)(fg_now_ns() - s->real_origin_ns) * 1e-9 * s->opt.speedup;
+}
+
+/* The virtual arrival time of a request read now (see sim_server.h). */
+static double arrival_time(struct sim_server *s)
+{
+	if (sim_engine_in_step(s->engine)) {
+		const struct sim_step_info *st = sim_engine_last_step(s->engine);
+		double end = st->start + st->duration;
+		if (as_fast_as_possible(s))
+			return end;
+		double v = virtual_now(s);
+		return v < st->start ? st->start : v > end ? end : v;
+	}
+	if (!as_fast_as_possible(s))
+		sim_engine_advance_idle(s->engine, virtual_now(s));
+	return sim_engine_now(s->engine);
+}
+
+static void step_timer_fired(struct fg_loop *loop, void *ctx);
+
+static void arm_step(struct sim_server *s, double virtual_end)
+{
+	uint64_t delay = 0;
+
+	if (!as_fast_as_possible(s)) {
+		double real_end = (double)s->real_origin_ns + virtual_end / s->opt.speedup * 1e9;
+		double now = (double)fg_now_ns();
+		/* The loop's timers have 1 ms resolution and round up; waiting for
+		 * less than that would make every short step late. Finishing up to
+		 * 1 ms early keeps the absolute schedule instead. */
+		if (real_end - now >= 1e6)
+			delay = (uint64_t)(real_end - now);
+	}
+	s->step_timer = fg_loop_timer(s->loop, delay, step_timer_fired, s);
+}
+
+/* End the step in flight (delivering its tokens), then plan the next. */
+static void step_timer_fired(struct fg_loop *loop, void *ctx)
+{
+	struct sim_server *s = ctx;
+
+	(void)loop;
+	s->step_timer = 0;
+	if (sim_engine_in_step(s->engine))
+		sim_engine_step_end(s->engine);
+	double d = sim_engine_step_begin(s->engine);
+	if (d >= 0)
+		arm_step(s, sim_engine_last_step(s->engine)->start + d);
+}
+
+static void kick_engine(struct sim_server *s)
+{
+	if (!s->step_timer && !sim_engine_in_step(s->engine) && sim_engine_has_work(s->engine))
+		s->step_timer = fg_loop_timer(s->loop, 0, step_timer_fired, s);
+}
+
+/* ---- responses ---------------------------------------------------------------- */
+
+static void count_status(struct sim_server *s, int status)
+{
+	s->counters.requests++;
+	if (status >= 100 && status < 600)
+		s->counters.by_status[status / 100]++;
+}
+
+static void respond_json(struct sim_server *s, struct sim_http_conn *c, int status,
+			 const char *headers, char *body)
+{
+	count_status(s, status);
+	sim_http_respond(c, status, "application/json", headers, body ? body : "{}",
+			 body ? strlen(body) : 2);
+	free(body);
+}
+
+static void respond_error(struct sim_server *s, struct sim_http_conn *c,
+			  const struct sim_error *err)
+{
+	respond_json(s, c, err->status, "", sim_error_json(err));
+}
+
+static struct sim_resp_meta job_meta(const struct job *j)
+{
+	struct sim_resp_meta m = { .api = j->api, .id = j->id, .created = j->created,
+				   .model = j->srv->opt.model };
+	return m;
+}
+
+static struct sim_usage job_usage(const struct job *j)
+{
+	struct sim_usage u = { .prompt_tokens = j->prompt_tokens,
+			       .details = j->srv->opt.prompt_tokens_details };
+
+	for (uint32_t i = 0; i < j->n_choices; i++) {
+		u.completion_tokens += j->choices[i].n_output;
+		if (i % j->n_per_prompt == 0) /* the prompt's first sequence speaks for it */
+			u.cached_tokens += j->choices[i].cached_tokens;
+	}
+	return u;
+}
+
+/* Virtual timings of the request, in ms: TTFT from the first choice to
+ * produce a token, E2E to the last to finish. */
+struct job_timing {
+	double ttft_ms, e2e_ms, queue_ms, tpot_ms;
+	uint32_t preemptions;
+	uint64_t recomputed;
+};
+
+static struct job_timing job_timing(const struct job *j)
+{
+	struct job_timing t = { 0 };
+	double first = -1, sched = -1, last = j->arrival;
+
+	for (uint32_t i = 0; i < j->n_choices; i++) {
+		const struct choice *c = &j->choices[i];
+		if (c->first_token >= 0 && (first < 0 || c->first_token < first))
+			first = c->first_token;
+		if (c->first_scheduled >= 0 && (sched < 0 || c->first_scheduled < sched))
+			sched = c->first_scheduled;
+		if (c->finished > last)
+			last = c->finished;
+		t.preemptions += c->preemptions;
+		t.recomputed += c->recomputed;
+	}
+	t.ttft_ms = first >= 0 ? (first - j->arrival) * 1e3 : 0;
+	t.e2e_ms = (last - j->arrival) * 1e3;
+	t.queue_ms = sched >= 0 ? (sched - j->arrival) * 1e3 : 0;
+	const struct choice *c0 = &j->choices[0];
+	if (c0->n_output > 1)
+		t.tpot_ms = (c0->finished - c0->first_token) * 1e3 / (c0->n_output - 1);
+	return t;
+}
+
+static void job_free(struct job *j)
+{
+	for (uint32_t i = 0; i < j->n_choices; i++) {
+		if (j->choices[i].seq)
+			sim_engine_abort(j->srv->engine, j->choices[i].seq);
+		free(j->choices[i].text);
+	}
+	free(j->choices);
+	free(j);
+}
+
+static void job_complete(struct job *j)
+{
+	struct sim_server *s = j->srv;
+	struct sim_http_conn *c = j->conn;
+	struct sim_resp_meta m = job_meta(j);
+	struct sim_usage u = job_usage(j);
+	struct job_timing t = job_timing(j);
+	char timing[512];
+
+	if (s->opt.log_requests)
+		fprintf(stderr, "fairgate-sim: %s prompt=%llu out=%llu cached=%llu ttft=%.3fms "
+				"e2e=%.3fms queue=%.3fms preempt=%u\n", j->id,
+			(unsigned long long)u.prompt_tokens, (unsigned long long)u.completion_tokens,
+			(unsigned long long)u.cached_tokens, t.ttft_ms, t.e2e_ms, t.queue_ms,
+			t.preemptions);
+	if (j->stream) {
+		if (j->include_usage) {
+			char *uc = sim_resp_usage_chunk(&m, &u);
+			if (uc)
+				sim_http_stream_chunk(c, uc, strlen(uc));
+			free(uc);
+		}
+		/* An SSE comment: clients ignore it, tests and the gateway can read it. */
+		int n = snprintf(timing, sizeof(timing),
+				 ": x-sim {\"ttft_ms\":%.6f,\"e2e_ms\":%.6f,\"queue_ms\":%.6f,"
+				 "\"tpot_ms\":%.6f,\"preemptions\":%u,\"recomputed_tokens\":%llu,"
+				 "\"cached_tokens\":%llu}\n\n",
+				 t.ttft_ms, t.e2e_ms, t.queue_ms, t.tpot_ms, t.preemptions,
+				 (unsigned long long)t.recomputed, (unsigned long long)u.cached_tokens);
+		sim_http_stream_chunk(c, timing, (size_t)n);
+		sim_http_stream_chunk(c, SIM_SSE_DONE, strlen(SIM_SSE_DONE));
+		j->conn = NULL;
+		job_free(j);
+		sim_http_stream_end(c);
+		return;
+	}
+	struct sim_resp_choice *rc = calloc(j->n_choices, sizeof(*rc));
+	char *body = NULL;
+	if (rc) {
+		for (uint32_t i = 0; i < j->n_choices; i++) {
+			rc[i].text = j->choices[i].text;
+			rc[i].len = (size_t)j->choices[i].n_output * SIM_BYTES_PER_TOKEN;
+			rc[i].finish_reason = j->choices[i].finish;
+		}
+		body = sim_resp_full(&m, rc, j->n_choices, &u);
+		free(rc);
+	}
+	snprintf(timing, sizeof(timing),
+		 "x-request-id: %s\r\nx-sim-arrival-s: %.9f\r\nx-sim-ttft-ms: %.6f\r\n"
+		 "x-sim-e2e-ms: %.6f\r\nx-sim-queue-ms: %.6f\r\nx-sim-tpot-ms: %.6f\r\n"
+		 "x-sim-preemptions: %u\r\nx-sim-recomputed-tokens: %llu\r\n"
+		 "x-sim-cached-tokens: %llu\r\n",
+		 j->id, j->arrival, t.ttft_ms, t.e2e_ms, t.queue_ms, t.tpot_ms, t.preemptions,
+		 (unsigned long long)t.recomputed, (unsigned long long)u.cached_tokens);
+	j->conn = NULL;
+	job_free(j);
+	if (!body) {
+		struct sim_error err;
+		sim_error_set(&err, 500, NULL, "out of memory");
+		respond_error(s, c, &err);
+		return;
+	}
+	respond_json(s, c, 200, timing, body);
+}
+
+/* ---- engine events ---------------------------------------------------------- */
+
+static void stream_token(struct job *j, struct choice *c, uint32_t index)
+{
+	struct sim_resp_meta m = job_meta(j);
+	const char *tok = c->text + (size_t)(c->n_output - 1) * SIM_BYTES_PER_TOKEN;
+
+	if (j->api == SIM_API_CHAT && !c->role_sent) {
+		char *r = sim_resp_chunk(&m, index, "assistant", "", 0, NULL);
+		if (r)
+			sim_http_stream_chunk(j->conn, r, strlen(r));
+		free(r);
+		c->role_sent = true;
+	}
+	char *ch = sim_resp_chunk(&m, index, NULL, tok, SIM_BYTES_PER_TOKEN, c->finish);
+	if (ch)
+		sim_http_stream_chunk(j->conn, ch, strlen(ch));
+	free(ch);
+}
+
+static void on_engine_event(void *ctx, const struct sim_event *ev)
+{
+	struct choice *c = ev->seq->user;
+
+	(void)ctx;
+	if (!c || ev->kind != SIM_EV_TOKEN)
+		return;
+	struct job *j = c->job;
+	const struct sim_seq *seq = ev->seq;
+	uint32_t id = seq->tokens[seq->n_tokens - 1];
+
+	memcpy(c->text + (size_t)c->n_output * SIM_BYTES_PER_TOKEN, sim_token_text(id),
+	       SIM_BYTES_PER_TOKEN);
+	c->n_output = seq->n_output;
+	c->first_scheduled = seq->first_scheduled;
+	c->first_token = seq->first_token;
+	c->cached_tokens = seq->cached_tokens;
+	c->preemptions = seq->num_preemptions;
+	c->recomputed = seq->recomputed_tokens;
+	if (seq->finish != SIM_FINISH_NONE) {
+		c->finish = sim_finish_reason(seq->finish);
+		c->finished = seq->finished;
+		c->done = true;
+		c->seq = NULL; /* the engine frees it after this callback */
+		j->n_done++;
+	}
+	if (j->stream)
+		stream_token(j, c, (uint32_t)(c - j->choices));
+	if (j->n_done == j->n_choices)
+		job_complete(j);
+}
+
+/* ---- routes ------------------------------------------------------------------- */
+
+static void handle_completion(struct sim_server *s, struct sim_http_conn *conn,
+			      enum sim_api api, const struct sim_http_request *r)
+{
+	struct sim_request_limits lim = {
+		.model = s->opt.model,
+		.max_model_len = s->opt.engine.max_model_len,
+		.priority_scheduling = s->opt.engine.policy == SIM_SCHED_PRIORITY,
+		.default_max_tokens = s->opt.default_max_tokens,
+	};
+	struct sim_request req;
+	struct sim_error err;
+
+	if (sim_request_parse(api, r->body, r->body_len, &lim, &req, &err)) {
+		respond_error(s, conn, &err);
+		return;
+	}
+	struct job *j = calloc(1, sizeof(*j));
+	if (j)
+		j->choices = calloc((size_t)req.n_prompts * req.n, sizeof(*j->choices));
+	if (!j || !j->choices) {
+		free(j);
+		sim_request_free(&req);
+		sim_error_set(&err, 500, NULL, "out of memory");
+		respond_error(s, conn, &err);
+		return;
+	}
+	j->srv = s;
+	j->conn = conn;
+	j->api = api;
+	j->stream = req.stream;
+	j->include_usage = req.include_usage;
+	j->n_per_prompt = req.n;
+	j->created = time(NULL);
+	j->arrival = arrival_time(s);
+	snprintf(j->id, sizeof(j->id), "%s-%016llx", api == SIM_API_CHAT ? "chatcmpl" : "cmpl",
+		 (unsigned long long)++s->next_job);
+	for (uint32_t p = 0; p < req.n_prompts; p++) {
+		j->prompt_tokens += req.prompts[p].n;
+		for (uint32_t k = 0; k < req.n; k++) {
+			struct choice *c = &j->choices[j->n_choices];
+			struct sim_seq_params sp = {
+				.prompt = req.prompts[p].ids,
+				.n_prompt = req.prompts[p].n,
+				.max_tokens = req.max_tokens,
+				.priority = req.priority,
+				.cache_salt = req.has_salt ? req.cache_salt : NULL,
+				.user = c,
+			};
+			c->job = j;
+			c->prompt_idx = p;
+			c->first_scheduled = c->first_token = c->finished = -1;
+			c->text = malloc((size_t)req.max_tokens * SIM_BYTES_PER_TOKEN + 1);
+			c->seq = c->text ? sim_engine_add(s->engine, &sp, j->arrival) : NULL;
+			if (!c->seq) {
+				free(c->text);
+				c->text = NULL;
+				j->conn = NULL;
+				job_free(j);
+				sim_request_free(&req);
+				sim_error_set(&err, 500, NULL, "out of memory");
+				respond_error(s, conn, &err);
+				return;
+			}
+			j->n_choices++;
+		}
+	}
+	sim_request_free(&req);
+	sim_http_set_user(conn, j);
+	if (j->stream) {
+		char hdr[128];
+		snprintf(hdr, sizeof(hdr), "x-request-id: %s\r\nx-sim-arrival-s: %.9f\r\n", j->id,
+			 j->arrival);
+		count_status(s, 200);
+		sim_http_stream_begin(conn, 200, "text/event-stream; charset=utf-8", hdr);
+	}
+	kick_engine(s);
+}
+
+static void handle_models(struct sim_server *s, struct sim_http_conn *conn)
+{
+	char *body = NULL;
+
+	if (asprintf(&body,
+		     "{\"object\":\"list\",\"data\":[{\"id\":\"%s\",\"object\":\"model\","
+		     "\"created\":%lld,\"owned_by\":\"fairgate-sim\",\"root\":\"%s\","
+		     "\"parent\":null,\"max_model_len\":%u,\"permission\":[]}]}",
+		     s->opt.model, (long long)time(NULL), s->opt.model,
+		     s->opt.engine.max_model_len) < 0)
+		body = NULL;
+	respond_json(s, conn, 200, "", body);
+}
+
+static void handle_metrics(struct sim_server *s, struct sim_http_conn *conn)
+{
+	char *text = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&text, &len);
+
+	if (f) {
+		s->counters.connections = sim_http_num_connections(s->http);
+		sim_metrics_write(f, s->engine, s->opt.model, &s->counters);
+		fclose(f);
+	}
+	count_status(s, 200);
+	sim_http_respond(conn, 200, "text/plain; version=0.0.4; charset=utf-8", "",
+			 text ? text : "", text ? len : 0);
+	free(text);
+}
+
+static void on_request(void *ctx, struct sim_http_conn *conn, const struct sim_http_request *r)
+{
+	struct sim_server *s = ctx;
+	struct sim_error err;
+	bool get = !strcmp(r->method, "GET"), post = !strcmp(r->method, "POST");
+
+	if (!strcmp(r->path, "/v1/chat/completions") || !strcmp(r->path, "/v1/completions")) {
+		if (post) {
+			handle_completion(s, conn,
+					  r->path[4] == 'c' && r->path[5] == 'h' ? SIM_API_CHAT
+										 : SIM_API_COMPLETIONS,
+					  r);
+			return;
+		}
+	} else if (!strcmp(r->path, "/v1/models")) {
+		if (get) {
+			handle_models(s, conn);
+			return;
+		}
+	} else if (!strcmp(r->path, "/health")) {
+		if (get) {
+			count_status(s, 200);
+			sim_http_respond(conn, 200, NULL, "", "", 0);
+			return;
+		}
+	} else if (!strcmp(r->path, "/metrics")) {
+		if (get) {
+			handle_metrics(s, conn);
+			return;
+		}
+	} else {
+		sim_error_set(&err, 404, NULL, "%s %s: not found", r->method, r->path);
+		respond_error(s, conn, &err);
+		return;
+	}
+	sim_error_set(&err, 405, NULL, "%s is not allowed on %s", r->method, r->path);
+	respond_error(s, conn, &err);
+}
+
+static void on_close(void *ctx, struct sim_http_conn *conn)
+{
+	struct job *j = sim_http_user(conn);
+
+	(void)ctx;
+	if (j) {
+		j->conn = NULL;
+		job_free(j); /* aborts its sequences, as vLLM does on disconnect */
+	}
+}
+
+/* ---- lifecycle ------------------------------------------------------------------ */
+
+struct sim_server *sim_server_new(struct fg_loop *loop, const struct sim_server_options *o,
+				  const struct fg_cost_model *cm, char *err, size_t errlen)
+{
+	const char *why = sim_engine_config_check(&o->engine);
+	if (why) {
+		snprintf(err, errlen, "%s", why);
+		return NULL;
+	}
+	struct sim_server *s = calloc(1, sizeof(*s));
+	if (!s) {
+		snprintf(err, errlen, "out of memory");
+		return NULL;
+	}
+	s->loop = loop;
+	s->opt = *o;
+	s->cm = *cm;
+	s->real_origin_ns = fg_now_ns();
+	s->engine = sim_engine_new(&o->engine, cm, on_engine_event, s);
+	if (!s->engine) {
+		snprintf(err, errlen, "cannot create the engine (out of memory?)");
+		free(s);
+		return NULL;
+	}
+	struct sim_http_callbacks cb = { .on_request = on_request, .on_close = on_close };
+	s->http = sim_http_listen(loop, o->host, o->port, o->max_body, &cb, s, err, errlen);
+	if (!s->http) {
+		sim_engine_free(s->engine);
+		free(s);
+		return NULL;
+	}
+	return s;
+}
+
+void sim_server_free(struct sim_server *s)
+{
+	if (!s)
+		return;
+	if (s->step_timer)
+		fg_loop_timer_cancel(s->loop, s->step_timer);
+	sim_http_free(s->http);  /* closes connections, which frees their jobs */
+	sim_engine_free(s->engine);
+	free(s);
+}
+
+uint16_t sim_server_port(const struct sim_server *s)
+{
+	return sim_http_port(s->http);
+}
