@@ -362,6 +362,18 @@ uint64_t fg_gw_next_deadline(const struct fg_gateway *gw)
 	return best;
 }
 
+double fg_gw_backlog_s(const struct fg_gateway *gw)
+{
+	double units = 0;
+
+	for (uint32_t i = 0; i < gw->fq.n_tenants; i++)
+		for (const struct fg_fq_item *it = gw->fq.t[i].head; it; it = it->next)
+			units += ((const struct fg_gw_request *)it)->price.units;
+	double full_speed = gw->policy->replica.ceiling > 0
+		? gw->cm.replica_units_per_s / gw->policy->replica.ceiling : gw->cm.replica_units_per_s;
+	return full_speed > 0 ? units / full_speed : 0;
+}
+
 uint64_t fg_gw_deny_until(struct fg_gateway *gw, uint32_t tenant, uint64_t now_ns)
 {
 	if (tenant >= gw->policy->n_tenants)

@@ -125,6 +125,11 @@ struct fg_gw_request *fg_gw_expire(struct fg_gateway *gw, uint64_t now_ns,
 /* Earliest queue deadline, 0 if none (for the caller's timer). */
 uint64_t fg_gw_next_deadline(const struct fg_gateway *gw);
 
+/* Seconds of replica time the queued requests will take at full speed
+ * (their reserved units over the replica's units/s at 100%): the node's
+ * backlog, for fg_overload_level. */
+double fg_gw_backlog_s(const struct fg_gateway *gw);
+
 /* Deny window for the kernel after the latest decision (0 = none). */
 uint64_t fg_gw_deny_until(struct fg_gateway *gw, uint32_t tenant, uint64_t now_ns);
 

@@ -10,6 +10,7 @@
 #include <cmocka.h>
 
 #include "policy/gateway.h"
+#include "policy/overload.h"
 
 #define NS 1000000000ull
 #define MS 1000000ull
@@ -282,6 +283,47 @@ static void reload_keeps_buckets_and_queues(void **state)
 	free(np);
 }
 
+static void overload_sheds_lowest_tiers_first(void **state)
+{
+	struct fixture *f = *state;
+	struct fg_gateway *gw = &f->gw;
+	int ranks[FG_MAX_TIERS];
+
+	/* standard (weight 1) ranks below premium (weight 2) */
+	fg_tier_ranks(&f->p, ranks);
+	assert_int_equal(ranks[0], 0);
+	assert_int_equal(ranks[1], 1);
+	/* standard waits at most 30 s: a longer backlog sheds it */
+	assert_int_equal(fg_overload_level(&f->p, 10, -1), -1);
+	assert_int_equal(fg_overload_level(&f->p, 31, -1), 0);
+	/* hysteresis: stays until the backlog halves */
+	assert_int_equal(fg_overload_level(&f->p, 20, 0), 0);
+	assert_int_equal(fg_overload_level(&f->p, 14, 0), -1);
+	/* the top tier is never shed by the node, however long the backlog */
+	assert_int_equal(fg_overload_level(&f->p, 1e6, -1), 0);
+	/* three tiers: the middle one goes once the backlog passes its limit */
+	add_tier(&f->p, "bulk", 0.5, 32768, 131072, 10);
+	fg_tier_ranks(&f->p, ranks);
+	assert_int_equal(ranks[2], 0);
+	assert_int_equal(ranks[0], 1);
+	assert_int_equal(fg_overload_level(&f->p, 11, -1), 0);
+	assert_int_equal(fg_overload_level(&f->p, 31, -1), 1);
+	assert_int_equal(fg_overload_level(&f->p, 1e6, -1), 1);
+
+	/* the backlog is the queued reservations at the replica's full speed */
+	static struct fg_gw_request a, b;
+	struct fg_request_shape s = shape(4 * 8000, 100, 1);
+	assert_true(fg_gw_backlog_s(gw) == 0);
+	assert_int_equal(fg_gw_admit(gw, &a, 0, "m", &s, 0).outcome, FG_GW_QUEUED);
+	assert_int_equal(fg_gw_admit(gw, &b, 0, "m", &s, 0).outcome, FG_GW_QUEUED);
+	double full_speed = gw->cm.replica_units_per_s / f->p.replica.ceiling;
+	assert_true(fabs(fg_gw_backlog_s(gw) - 2 * a.price.units / full_speed) < 1e-9);
+	assert_ptr_equal(fg_gw_dispatch(gw, 0), &a);
+	assert_true(fabs(fg_gw_backlog_s(gw) - b.price.units / full_speed) < 1e-9);
+	fg_gw_abort(gw, &a, 0);
+	fg_gw_abort(gw, &b, 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -291,6 +333,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(kv_cap_makes_tenant_wait_not_others, setup, teardown),
 		cmocka_unit_test_setup_teardown(queue_timeout_refunds_and_says_so, setup, teardown),
 		cmocka_unit_test_setup_teardown(reload_keeps_buckets_and_queues, setup, teardown),
+		cmocka_unit_test_setup_teardown(overload_sheds_lowest_tiers_first, setup, teardown),
 	};
 	return cmocka_run_group_tests_name("gateway", tests, NULL, NULL);
 }
