@@ -1,7 +1,482 @@
-/* kernel.c — STUB: not implemented yet; its owner replaces this file. */
-#include <stdio.h>
+/* kernel.c — fairgated owns the BPF datapath: mount bpffs, load `gate`
+ * with its maps pinned by name (reused across restarts, so deny windows and
+ * counters survive), fill them from the policy, attach XDP to the policy's
+ * interfaces, drain sampled shed events, and detach on exit. The publish
+ * functions the proxy calls are thin wrappers over kernel_maps.c. */
 #include "agent/kernel.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <linux/if_link.h>
+#include <net/if.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <unistd.h>
+
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+
+#include "agent/kernel_internal.h"
+#include "agent/kernel_maps.h"
+#include "gate.skel.h"
+
+#ifndef BPF_FS_MAGIC
+#define BPF_FS_MAGIC 0xcafe4a11
+#endif
+#define BPFFS_ROOT "/sys/fs/bpf"
+#define GATE_PROG_NAME "fg_gate"
+
+/* libbpf talks a lot; keep its last warning for our one-line errors and
+ * print everything only with FAIRGATE_LIBBPF_DEBUG=1. */
+static char libbpf_last[256];
+
+static int libbpf_quiet(enum libbpf_print_level level, const char *fmt, va_list ap)
+{
+	if (getenv("FAIRGATE_LIBBPF_DEBUG"))
+		return vfprintf(stderr, fmt, ap);
+	if (level == LIBBPF_WARN) {
+		vsnprintf(libbpf_last, sizeof(libbpf_last), fmt, ap);
+		libbpf_last[strcspn(libbpf_last, "\n")] = '\0';
+	}
+	return 0;
+}
+
+void fg_kernel_quiet_libbpf(void)
+{
+	libbpf_set_print(libbpf_quiet);
+}
+
+const char *fg_kernel_libbpf_last(void)
+{
+	return libbpf_last;
+}
+
+/* One line for a bpf() failure, naming what is missing. */
+void fg_kernel_explain(char *err, size_t errlen, const char *what, int e)
+{
+	if (e < 0)
+		e = -e;
+	if (e == EPERM || e == EACCES)
+		snprintf(err, errlen, "%s: %s — fairgated needs CAP_BPF and CAP_NET_ADMIN (or root)",
+			 what, strerror(e));
+	else if (e == ENOSYS)
+		snprintf(err, errlen, "%s: the kernel has no bpf() syscall (CONFIG_BPF_SYSCALL)", what);
+	else if (strstr(libbpf_last, "reuse pinned map"))
+		snprintf(err, errlen,
+			 "%s: a pinned map has another layout (left by a different fairgate "
+			 "version); run fairgated once with --cleanup, or remove the pin dir", what);
+	else if (libbpf_last[0])
+		snprintf(err, errlen, "%s: %s (%s)", what, strerror(e), libbpf_last);
+	else
+		snprintf(err, errlen, "%s: %s", what, strerror(e));
+}
+
+static int prepare_pin_dir(const char *pin_dir, char *err, size_t errlen)
+{
+	struct statfs sfs;
+
+	if (statfs(BPFFS_ROOT, &sfs) || sfs.f_type != BPF_FS_MAGIC) {
+		mkdir(BPFFS_ROOT, 0700);
+		if (mount("bpf", BPFFS_ROOT, "bpf", 0, "mode=0700")) {
+			snprintf(err, errlen,
+				 "mounting bpffs at " BPFFS_ROOT ": %s — fairgated needs "
+				 "CAP_SYS_ADMIN to mount it, or mount it beforehand",
+				 strerror(errno));
+			return -1;
+		}
+	}
+	if (mkdir(pin_dir, 0700) && errno != EEXIST) {
+		snprintf(err, errlen, "creating pin dir %s: %s", pin_dir, strerror(errno));
+		return -1;
+	}
+	if (statfs(pin_dir, &sfs) || sfs.f_type != BPF_FS_MAGIC) {
+		snprintf(err, errlen, "pin dir %s is not on a bpffs mount", pin_dir);
+		return -1;
+	}
+	return 0;
+}
+
+/* ---- XDP attachment ---- */
+
+static int prog_name_by_id(uint32_t id, char *name, size_t len)
+{
+	struct bpf_prog_info info = { 0 };
+	uint32_t ilen = sizeof(info);
+	int fd = bpf_prog_get_fd_by_id(id);
+
+	if (fd < 0)
+		return -1;
+	if (bpf_obj_get_info_by_fd(fd, &info, &ilen)) {
+		close(fd);
+		return -1;
+	}
+	close(fd);
+	snprintf(name, len, "%s", info.name);
+	return 0;
+}
+
+/* A gate left attached by a fairgated that died without cleaning up is ours
+ * to replace; anybody else's program is not. */
+static int clear_stale_gate(int ifindex, const char *ifname, char *err, size_t errlen)
+{
+	LIBBPF_OPTS(bpf_xdp_query_opts, q);
+	char name[BPF_OBJ_NAME_LEN];
+	uint32_t id, flags;
+
+	if (bpf_xdp_query(ifindex, 0, &q))
+		return 0;
+	if (q.attach_mode == XDP_ATTACHED_NONE)
+		return 0;
+	id = q.attach_mode == XDP_ATTACHED_SKB ? q.skb_prog_id : q.drv_prog_id;
+	if (!id)
+		id = q.prog_id;
+	if (prog_name_by_id(id, name, sizeof(name)) || strcmp(name, GATE_PROG_NAME)) {
+		snprintf(err, errlen,
+			 "XDP attach to %s failed: program '%s' (id %u) is already attached; "
+			 "fairgated does not replace another program", ifname,
+			 prog_name_by_id(id, name, sizeof(name)) ? "?" : name, id);
+		return -1;
+	}
+	flags = q.attach_mode == XDP_ATTACHED_SKB ? XDP_FLAGS_SKB_MODE : XDP_FLAGS_DRV_MODE;
+	bpf_xdp_detach(ifindex, flags, NULL);
+	return 0;
+}
+
+static int attach_one(struct fg_kernel *k, const char *ifname, enum fg_xdp_mode mode, char *err,
+		      size_t errlen)
+{
+	int prog_fd = bpf_program__fd(k->gate->progs.fg_gate);
+	int ifindex = (int)if_nametoindex(ifname);
+	uint32_t flags = XDP_FLAGS_UPDATE_IF_NOEXIST;
+	struct fg_xdp_link *l;
+	int rc;
+
+	if (!ifindex) {
+		snprintf(err, errlen, "XDP attach to %s failed: no such interface", ifname);
+		return -1;
+	}
+	if (clear_stale_gate(ifindex, ifname, err, errlen))
+		return -1;
+	if (mode == FG_XDP_NATIVE) {
+		rc = bpf_xdp_attach(ifindex, prog_fd, flags | XDP_FLAGS_DRV_MODE, NULL);
+		if (!rc) {
+			flags |= XDP_FLAGS_DRV_MODE;
+			goto attached;
+		}
+		if (rc == -EPERM || rc == -EACCES) {
+			fg_kernel_explain(err, errlen, "XDP attach", rc);
+			return -1;
+		}
+		fprintf(stderr, "fairgated: %s: native XDP failed (%s), falling back to generic\n",
+			ifname, strerror(-rc));
+	}
+	rc = bpf_xdp_attach(ifindex, prog_fd, flags | XDP_FLAGS_SKB_MODE, NULL);
+	if (rc) {
+		char what[64];
+
+		snprintf(what, sizeof(what), "XDP attach to %s", ifname);
+		fg_kernel_explain(err, errlen, what, rc);
+		return -1;
+	}
+	flags |= XDP_FLAGS_SKB_MODE;
+attached:
+	l = &k->links[k->n_links++];
+	l->ifindex = ifindex;
+	l->flags = flags & ~XDP_FLAGS_UPDATE_IF_NOEXIST;
+	snprintf(l->ifname, sizeof(l->ifname), "%s", ifname);
+	fprintf(stderr, "fairgated: gate attached to %s (%s)\n", ifname,
+		(flags & XDP_FLAGS_DRV_MODE) ? "native" : "generic");
+	return 0;
+}
+
+/* steer leaves SYNs that arrived where gate runs to gate. */
+static void publish_gate_ifindexes(struct fg_kernel *k)
+{
+	struct fg_node_state *n = k->maps.node;
+	int count = 0;
+
+	if (!n)
+		return;
+	__atomic_store_n(&n->n_gate_ifindex, 0, __ATOMIC_RELEASE);
+	for (int i = 0; i < k->n_links && count < FG_MAX_GATE_IFACES; i++)
+		n->gate_ifindex[count++] = (uint32_t)k->links[i].ifindex;
+	__atomic_store_n(&n->n_gate_ifindex, count, __ATOMIC_RELEASE);
+}
+
+static void detach_all(struct fg_kernel *k)
+{
+	int prog_fd = k->gate ? bpf_program__fd(k->gate->progs.fg_gate) : -1;
+
+	for (int i = 0; i < k->n_links; i++) {
+		LIBBPF_OPTS(bpf_xdp_attach_opts, o, .old_prog_fd = prog_fd);
+
+		/* Replace-with-nothing only if ours is still the one attached. */
+		if (bpf_xdp_detach(k->links[i].ifindex, k->links[i].flags | XDP_FLAGS_REPLACE, &o))
+			fprintf(stderr, "fairgated: detaching gate from %s: %s\n",
+				k->links[i].ifname, strerror(errno));
+	}
+	k->n_links = 0;
+	publish_gate_ifindexes(k);
+}
+
+/* ---- shed events ---- */
+
+static int on_shed_event(void *ctx, void *data, size_t len)
+{
+	struct fg_kernel *k = ctx;
+	const struct fg_shed_event *ev = data;
+
+	if (len < sizeof(*ev))
+		return 0;
+	k->shed_events++;
+	k->last_shed = *ev;
+	return 0;
+}
+
+static void on_shed_ready(struct fg_loop *loop, int fd, uint32_t events, void *ctx)
+{
+	struct fg_kernel *k = ctx;
+	uint64_t now = fg_now_ns();
+
+	(void)loop;
+	(void)fd;
+	(void)events;
+	ring_buffer__consume(k->shed_rb);
+	/* One summary line at most every 10 s: sheds are the kernel doing its
+	 * job, not news, but an operator tailing the log should see them. */
+	if (k->shed_events && now - k->shed_logged_ns >= 10ull * 1000000000ull) {
+		char addr[64];
+		const char *who = "?";
+
+		if (k->last_shed.tenant_id < FG_MAP_MAX_TENANTS)
+			who = k->maps.tenants[k->last_shed.tenant_id].name;
+		fg_src_key_format((const struct fg_src_key *)k->last_shed.saddr, addr, sizeof(addr));
+		fprintf(stderr,
+			"fairgated: %llu sampled shed events; last: tenant %s from %s:%u (%s)\n",
+			(unsigned long long)k->shed_events, who, addr, k->last_shed.sport,
+			k->last_shed.reason == FG_SHED_DELAY ? "delay" :
+			k->last_shed.reason == FG_SHED_OVERLOAD ? "overload" : "rst");
+		k->shed_events = 0;
+		k->shed_logged_ns = now;
+	}
+}
+
+/* ---- lifecycle ---- */
+
 int fg_kernel_open(struct fg_agent_state *st, char *err, size_t errlen)
-{ (void)st; snprintf(err, errlen, "the BPF datapath is not built yet"); return -1; }
-int fg_kernel_apply_policy(struct fg_agent_state *st, const struct fg_policy *p) { (void)st; (void)p; return 0; }
-void fg_kernel_close(struct fg_agent_state *st) { (void)st; }
+{
+	const char *pin_dir = st->opts.pin_dir ? st->opts.pin_dir : FG_PIN_DIR;
+	LIBBPF_OPTS(bpf_object_open_opts, oo, .pin_root_path = pin_dir);
+	const struct fg_agent *ag = &st->policy->agent;
+	struct fg_kernel *k;
+	int rc;
+
+	fg_kernel_ctl_register();
+	fg_kernel_quiet_libbpf();
+	if (prepare_pin_dir(pin_dir, err, errlen))
+		return -1;
+	k = calloc(1, sizeof(*k));
+	if (!k) {
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	snprintf(k->pin_dir, sizeof(k->pin_dir), "%s", pin_dir);
+	k->steer_listen_fd = -1;
+
+	k->gate = gate_bpf__open_opts(&oo);
+	if (!k->gate) {
+		fg_kernel_explain(err, errlen, "opening the gate program", errno);
+		goto fail;
+	}
+	rc = gate_bpf__load(k->gate);
+	if (rc) {
+		fg_kernel_explain(err, errlen, "loading the gate program", rc);
+		goto fail;
+	}
+	if (fg_maps_from_fds(&k->maps, bpf_map__fd(k->gate->maps.tenants),
+			     bpf_map__fd(k->gate->maps.tenant_stats),
+			     bpf_map__fd(k->gate->maps.src_tenant),
+			     bpf_map__fd(k->gate->maps.src_learned), bpf_map__fd(k->gate->maps.node),
+			     bpf_map__fd(k->gate->maps.node_stats),
+			     bpf_map__fd(k->gate->maps.shed_events), err, errlen))
+		goto fail;
+	if (fg_maps_apply_policy(&k->maps, st->policy, err, errlen))
+		goto fail;
+	/* Overload is a live measurement, not state worth keeping: the
+	 * controller republishes it. Deny windows and counters are kept. */
+	fg_maps_set_overload_rank(&k->maps, -1);
+	k->maps.node->agent_started_ns = fg_now_ns();
+
+	for (uint32_t i = 0; i < ag->n_interfaces && i < FG_MAX_IFACES; i++)
+		if (attach_one(k, ag->interfaces[i], ag->xdp_mode, err, errlen))
+			goto fail;
+	publish_gate_ifindexes(k);
+
+	k->shed_rb = ring_buffer__new(k->maps.shed_events_fd, on_shed_event, k, NULL);
+	if (k->shed_rb && st->loop)
+		fg_loop_add(st->loop, ring_buffer__epoll_fd(k->shed_rb), EPOLLIN, on_shed_ready, k);
+
+	st->kernel = k;
+	if (fg_kernel_steer_open(st, err, errlen)) {
+		fprintf(stderr, "fairgated: steer (sk_lookup) off: %s\n", err);
+		err[0] = '\0';
+	}
+	return 0;
+
+fail:
+	detach_all(k);
+	fg_maps_close(&k->maps);
+	gate_bpf__destroy(k->gate);
+	free(k);
+	return -1;
+}
+
+int fg_kernel_apply_policy(struct fg_agent_state *st, const struct fg_policy *p)
+{
+	char err[256];
+
+	if (!st->kernel)
+		return 0;
+	if (fg_maps_apply_policy(&st->kernel->maps, p, err, sizeof(err))) {
+		fprintf(stderr, "fairgated: applying policy to the maps: %s\n", err);
+		return -1;
+	}
+	return 0;
+}
+
+void fg_kernel_close(struct fg_agent_state *st)
+{
+	struct fg_kernel *k = st->kernel;
+
+	if (!k)
+		return;
+	fg_kernel_steer_close(st);
+	if (k->shed_rb) {
+		if (st->loop)
+			fg_loop_del(st->loop, ring_buffer__epoll_fd(k->shed_rb));
+		ring_buffer__free(k->shed_rb);
+	}
+	detach_all(k);
+	fg_maps_close(&k->maps);
+	if (st->opts.cleanup) {
+		if (bpf_object__unpin_maps(k->gate->obj, NULL))
+			fprintf(stderr, "fairgated: unpinning maps under %s: %s\n", k->pin_dir,
+				strerror(errno));
+		if (rmdir(k->pin_dir) && errno != ENOENT)
+			fprintf(stderr, "fairgated: removing %s: %s\n", k->pin_dir, strerror(errno));
+	}
+	gate_bpf__destroy(k->gate);
+	free(k);
+	st->kernel = NULL;
+}
+
+/* ---- what the proxy and controller publish ---- */
+
+static int tenant_ok(struct fg_agent_state *st, uint32_t id)
+{
+	if (id >= FG_MAP_MAX_TENANTS || (st->policy && id >= st->policy->n_tenants)) {
+		errno = ERANGE;
+		return 0;
+	}
+	return 1;
+}
+
+static int64_t clamp_i64(double v)
+{
+	if (!(v == v))
+		return 0;
+	if (v > 9e18)
+		return INT64_MAX;
+	if (v < -9e18)
+		return INT64_MIN;
+	return (int64_t)(v < 0 ? v - 0.5 : v + 0.5);
+}
+
+int fg_kernel_publish_tenant(struct fg_agent_state *st, uint32_t tenant_id,
+			     const struct fg_tenant_pub *pub)
+{
+	struct fg_tenant_quota *q;
+
+	if (!st->kernel)
+		return 0;
+	if (!tenant_ok(st, tenant_id))
+		return -1;
+	q = &st->kernel->maps.tenants[tenant_id].quota;
+	q->bucket_units = clamp_i64(pub->bucket_units);
+	q->rate_units_per_s = (uint64_t)(pub->rate_units_per_s > 0 ? clamp_i64(pub->rate_units_per_s) : 0);
+	q->burst_units = (uint64_t)(pub->burst_units > 0 ? clamp_i64(pub->burst_units) : 0);
+	q->reserved_units = (uint64_t)(pub->reserved_units > 0 ? clamp_i64(pub->reserved_units) : 0);
+	q->kv_resident_tokens = pub->kv_resident_tokens;
+	q->kv_cap_tokens = pub->kv_cap_tokens;
+	q->inflight = pub->inflight;
+	q->queued = pub->queued;
+	q->admitted = pub->admitted;
+	q->rejected = pub->rejected;
+	__atomic_store_n(&q->updated_ns, fg_now_ns(), __ATOMIC_RELEASE);
+	return 0;
+}
+
+int fg_kernel_set_deny_from(struct fg_agent_state *st, uint32_t tenant_id, uint64_t until_ns,
+			    int verdict, int source)
+{
+	if (!st->kernel)
+		return 0;
+	if (!tenant_ok(st, tenant_id))
+		return -1;
+	return fg_maps_set_deny(&st->kernel->maps, tenant_id, until_ns, verdict, source);
+}
+
+int fg_kernel_set_deny(struct fg_agent_state *st, uint32_t tenant_id, uint64_t until_ns,
+		       int verdict)
+{
+	return fg_kernel_set_deny_from(st, tenant_id, until_ns, verdict, FG_DENY_QUOTA);
+}
+
+int fg_kernel_get_deny(struct fg_agent_state *st, uint32_t tenant_id, uint64_t *until_ns)
+{
+	const struct fg_tenant_state *t;
+	uint64_t until;
+	uint32_t verdict;
+
+	if (until_ns)
+		*until_ns = 0;
+	if (!st->kernel || !tenant_ok(st, tenant_id))
+		return FG_VERDICT_ALLOW;
+	t = &st->kernel->maps.tenants[tenant_id];
+	until = __atomic_load_n(&t->deny_until_ns, __ATOMIC_ACQUIRE);
+	verdict = __atomic_load_n(&t->verdict, __ATOMIC_RELAXED);
+	if (until <= fg_now_ns() || (verdict != FG_VERDICT_DELAY && verdict != FG_VERDICT_SHED))
+		return FG_VERDICT_ALLOW;
+	if (until_ns)
+		*until_ns = until;
+	return (int)verdict;
+}
+
+int fg_kernel_learn_source(struct fg_agent_state *st, const struct sockaddr *peer,
+			   uint32_t tenant_id)
+{
+	struct fg_src_key key;
+
+	if (!st->kernel)
+		return 0;
+	if (!tenant_ok(st, tenant_id) || fg_src_key_from_sockaddr(peer, &key))
+		return -1;
+	return fg_maps_learn_source(&st->kernel->maps, &key, tenant_id, fg_now_ns()) < 0 ? -1 : 0;
+}
+
+int fg_kernel_set_overload_tier(struct fg_agent_state *st, int level)
+{
+	if (!st->kernel)
+		return 0;
+	return fg_maps_set_overload_rank(&st->kernel->maps, level);
+}
+
+int fg_kernel_tier_rank(const struct fg_policy *p, uint32_t tier)
+{
+	return fg_tier_rank(p, tier);
+}

@@ -1,19 +1,73 @@
 /* kernel.h — fairgated's side of the BPF datapath: pinned maps, the XDP
  * `gate` and sk_lookup `steer` programs, and publishing tenant state.
- * Owned by the datapath; the proxy only calls the publish functions. */
+ * Owned by the datapath; the proxy only calls the publish functions.
+ *
+ * Every publish function is a no-op returning 0 when st->kernel is NULL
+ * (--no-bpf, or the kernel part failed to open), so callers need no checks.
+ * Tenant ids are indices into st->policy->tenants (== the map keys). */
 #ifndef FAIRGATE_KERNEL_H
 #define FAIRGATE_KERNEL_H
 
 #include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
 #include "agent/agent.h"
+#include "maps/fairgate_maps.h"
 
 /* Mount bpffs if needed, create or reuse the pins, fill tenants and static
  * sources from st->policy, attach programs. On failure returns -1 with one
  * human line in err (which capability or kernel feature is missing). */
 int fg_kernel_open(struct fg_agent_state *st, char *err, size_t errlen);
-/* Re-fill tenant names/tiers/sources after a policy reload. */
+/* Re-fill tenant names/tiers/sources after a policy reload. Deny windows,
+ * counters and learned sources follow tenants by name. */
 int fg_kernel_apply_policy(struct fg_agent_state *st, const struct fg_policy *p);
 /* Detach programs; unpin maps only with opts.cleanup. */
 void fg_kernel_close(struct fg_agent_state *st);
+
+/* The quota state the proxy/controller publishes per tenant. */
+struct fg_tenant_pub {
+	double bucket_units;      /* may be negative (debt) */
+	double rate_units_per_s;
+	double burst_units;
+	double reserved_units;
+	uint64_t kv_resident_tokens;
+	uint64_t kv_cap_tokens;
+	uint32_t inflight;
+	uint32_t queued;
+	uint64_t admitted;
+	uint64_t rejected;
+};
+
+int fg_kernel_publish_tenant(struct fg_agent_state *st, uint32_t tenant_id,
+			     const struct fg_tenant_pub *pub);
+
+/* Open (until_ns > now, verdict FG_VERDICT_DELAY/SHED) or clear (until_ns 0
+ * or verdict FG_VERDICT_ALLOW) a tenant's deny window. until_ns is
+ * CLOCK_MONOTONIC (fg_now_ns()). The operator's `fairgatectl tenant deny`
+ * writes exactly these fields too (deny_source tells them apart). */
+int fg_kernel_set_deny(struct fg_agent_state *st, uint32_t tenant_id, uint64_t until_ns,
+		       int verdict);
+int fg_kernel_set_deny_from(struct fg_agent_state *st, uint32_t tenant_id, uint64_t until_ns,
+			    int verdict, int source /* enum fg_deny_source */);
+/* Read the window back: returns the verdict in force now (FG_VERDICT_ALLOW
+ * when none or expired); *until_ns may be NULL. */
+int fg_kernel_get_deny(struct fg_agent_state *st, uint32_t tenant_id, uint64_t *until_ns);
+
+/* Remember that `peer` authenticated as tenant_id, so the next SYN from that
+ * address is judged as that tenant. An address seen with two tenants is
+ * marked shared and no longer attributed (NAT, proxies). */
+int fg_kernel_learn_source(struct fg_agent_state *st, const struct sockaddr *peer,
+			   uint32_t tenant_id);
+
+/* Node overload: shed new connections of tiers with rank <= level
+ * (fg_kernel_tier_rank); -1 = none. */
+int fg_kernel_set_overload_tier(struct fg_agent_state *st, int level);
+/* Rank of a policy tier: 0 = lowest. Tiers are ordered by weight, then
+ * by position in the policy file. */
+int fg_kernel_tier_rank(const struct fg_policy *p, uint32_t tier);
+
+/* steer: hand TCP connections to the protected ports over to listen_fd
+ * (the agent's listening socket). -1 removes it (fail-open). */
+int fg_kernel_steer_listener(struct fg_agent_state *st, int listen_fd);
 
 #endif

@@ -1,6 +1,250 @@
-/* proxy.c — STUB: not implemented yet; its owner replaces this file. */
+/* proxy.c — the admission proxy's lifecycle: listen (front mode on
+ * agent.listen; transparent mode additionally hands the socket to steer),
+ * accept, the periodic timeout sweep, policy hot reload, and shutdown.
+ * The request path itself is proxy_client.c (admission) and
+ * proxy_upstream.c (forwarding and settlement). */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <netinet/in.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "agent/ctl_proxy.h"
+#include "agent/kernel.h"
 #include "agent/proxy.h"
-int fg_proxy_start(struct fg_agent_state *st, char *err, size_t errlen) { (void)st; snprintf(err, errlen, "the proxy is not built yet"); return -1; }
-int fg_proxy_apply_policy(struct fg_agent_state *st, const struct fg_policy *p) { (void)st; (void)p; return 0; }
-void fg_proxy_stop(struct fg_agent_state *st) { (void)st; }
+#include "agent/proxy_internal.h"
+
+#define ACCEPT_BATCH 64
+#define LISTEN_BACKLOG 4096
+
+/* Numeric host + port into a sockaddr; IPv6 hosts come without brackets. */
+int fg_hostport_sockaddr(const struct fg_hostport *hp, struct sockaddr_storage *ss,
+			 socklen_t *len)
+{
+	memset(ss, 0, sizeof(*ss));
+	struct sockaddr_in *in4 = (struct sockaddr_in *)ss;
+	struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)ss;
+
+	if (inet_pton(AF_INET, hp->host, &in4->sin_addr) == 1) {
+		in4->sin_family = AF_INET;
+		in4->sin_port = htons(hp->port);
+		*len = sizeof(*in4);
+		return 0;
+	}
+	if (inet_pton(AF_INET6, hp->host, &in6->sin6_addr) == 1) {
+		in6->sin6_family = AF_INET6;
+		in6->sin6_port = htons(hp->port);
+		*len = sizeof(*in6);
+		return 0;
+	}
+	return -1;
+}
+
+int fg_listen_tcp(const struct fg_hostport *hp, char *err, size_t errlen, const char *what)
+{
+	struct sockaddr_storage ss;
+	socklen_t len;
+	int one = 1;
+
+	if (fg_hostport_sockaddr(hp, &ss, &len)) {
+		snprintf(err, errlen, "%s: '%s' is not a numeric IPv4/IPv6 address", what, hp->host);
+		return -1;
+	}
+	int fd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0) {
+		snprintf(err, errlen, "%s: socket: %s", what, strerror(errno));
+		return -1;
+	}
+	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	if (bind(fd, (struct sockaddr *)&ss, len) || listen(fd, LISTEN_BACKLOG)) {
+		snprintf(err, errlen, "%s: cannot listen on %s%s%s:%u: %s", what,
+			 ss.ss_family == AF_INET6 ? "[" : "", hp->host,
+			 ss.ss_family == AF_INET6 ? "]" : "", hp->port, strerror(errno));
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+static void accept_cb(struct fg_loop *loop, int fd, uint32_t events, void *ctx)
+{
+	struct fg_proxy *px = ctx;
+	(void)loop;
+	(void)events;
+
+	for (int i = 0; i < ACCEPT_BATCH; i++) {
+		struct sockaddr_storage peer;
+		socklen_t len = sizeof(peer);
+		int cfd = accept4(fd, (struct sockaddr *)&peer, &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		if (cfd < 0) {
+			if (errno == EMFILE || errno == ENFILE)
+				fprintf(stderr, "fairgated: accept: %s\n", strerror(errno));
+			return;
+		}
+		fg_client_accept(px, cfd, &peer, len);
+	}
+}
+
+static void sweep(struct fg_loop *loop, void *ctx)
+{
+	struct fg_proxy *px = ctx;
+	uint64_t now = fg_now_ns();
+	struct fg_link *l, *next;
+
+	for (l = px->clients.next; l != &px->clients; l = next) {
+		next = l->next;
+		/* a closing client may take its upstream along, never another client */
+		fg_client_sweep(fg_container_of(l, struct fg_client, link), now);
+	}
+	for (l = px->busy.next; l != &px->busy; l = next) {
+		next = l->next;
+		struct fg_upstream *u = fg_container_of(l, struct fg_upstream, link);
+		/* a failing upstream answers its client, who may pipeline a new
+		 * exchange onto a pooled connection: restart the walk after it */
+		uint64_t before = px->metrics.engine_failures + px->metrics.engine_retries;
+		fg_upstream_sweep(u, now);
+		if (px->metrics.engine_failures + px->metrics.engine_retries != before)
+			break;
+	}
+	for (l = px->idle.next; l != &px->idle; l = next) {
+		next = l->next;
+		fg_upstream_sweep(fg_container_of(l, struct fg_upstream, link), now);
+	}
+	fg_quota_tick(px->st, &px->quota, now);
+	px->sweep_timer = fg_loop_timer(loop, FG_SWEEP_NS, sweep, px);
+}
+
+static void take_config(struct fg_proxy *px, const struct fg_policy *p)
+{
+	const struct fg_agent *a = &p->agent;
+
+	px->header_ns = (uint64_t)(a->header_timeout_s * 1e9);
+	px->body_ns = (uint64_t)(a->body_timeout_s * 1e9);
+	px->idle_ns = (uint64_t)(a->idle_timeout_s * 1e9);
+	px->upstream_ns = (uint64_t)(a->upstream_timeout_s * 1e9);
+	px->max_body = a->max_body_bytes ? a->max_body_bytes : (8u << 20);
+}
+
+int fg_proxy_start(struct fg_agent_state *st, char *err, size_t errlen)
+{
+	const struct fg_agent *a = &st->policy->agent;
+	struct fg_proxy *px = calloc(1, sizeof(*px));
+
+	if (!px) {
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	px->st = st;
+	px->listen_fd = -1;
+	px->metrics.listen_fd = -1;
+	px->started_ns = fg_now_ns();
+	fg_link_init(&px->clients);
+	fg_link_init(&px->idle);
+	fg_link_init(&px->busy);
+	st->proxy = px;
+	take_config(px, st->policy);
+
+	if (fg_hostport_sockaddr(&a->engine, &px->engine, &px->engine_len)) {
+		snprintf(err, errlen, "agent.engine: '%s' is not a numeric address", a->engine.host);
+		goto fail;
+	}
+	if (fg_quota_init(&px->quota, a->salt_secret_file, err, errlen))
+		goto fail;
+	if (fg_quota_apply(&px->quota, st->policy, &st->cm, fg_now_ns())) {
+		snprintf(err, errlen, "out of memory");
+		goto fail;
+	}
+	px->listen_fd = fg_listen_tcp(&a->listen, err, errlen, "agent.listen");
+	if (px->listen_fd < 0)
+		goto fail;
+	if (fg_loop_add(st->loop, px->listen_fd, EPOLLIN, accept_cb, px)) {
+		snprintf(err, errlen, "epoll: %s", strerror(errno));
+		goto fail;
+	}
+	if (a->mode == FG_MODE_TRANSPARENT) {
+		if (!st->kernel) {
+			fprintf(stderr, "fairgated: transparent mode without kernel enforcement: "
+					"nothing steers connections here; serving agent.listen only\n");
+		} else if (fg_kernel_steer_listener(st, px->listen_fd)) {
+			snprintf(err, errlen, "transparent mode: steer could not take the listener: %s",
+				 strerror(errno));
+			goto fail;
+		}
+	}
+	if (fg_metrics_start(px, err, errlen))
+		goto fail;
+	fg_ctl_proxy_register();
+	px->sweep_timer = fg_loop_timer(st->loop, FG_SWEEP_NS, sweep, px);
+	fg_proxy_publish_all(st);
+	fprintf(stderr, "fairgated: proxy on %s:%u (%s mode), engine %s:%u, metrics %s:%u\n",
+		a->listen.host, a->listen.port, a->mode == FG_MODE_TRANSPARENT ? "transparent" : "front",
+		a->engine.host, a->engine.port, a->metrics_listen.host, a->metrics_listen.port);
+	return 0;
+
+fail:
+	fg_proxy_stop(st);
+	return -1;
+}
+
+int fg_proxy_apply_policy(struct fg_agent_state *st, const struct fg_policy *p)
+{
+	struct fg_proxy *px = st->proxy;
+	struct sockaddr_storage engine;
+	socklen_t engine_len;
+
+	if (!px)
+		return 0;
+	if (fg_hostport_sockaddr(&p->agent.engine, &engine, &engine_len))
+		return -1;
+	if (fg_quota_apply(&px->quota, p, &st->cm, fg_now_ns()))
+		return -1;
+	take_config(px, p);
+	if (engine_len != px->engine_len || memcmp(&engine, &px->engine, engine_len)) {
+		/* new engine: connections in use finish, pooled ones go */
+		px->engine = engine;
+		px->engine_len = engine_len;
+		while (!fg_link_empty(&px->idle))
+			fg_upstream_close(fg_container_of(px->idle.next, struct fg_upstream, link));
+	}
+	return 0;
+}
+
+void fg_proxy_publish_all(struct fg_agent_state *st)
+{
+	struct fg_proxy *px = st->proxy;
+	uint64_t now = fg_now_ns();
+
+	for (uint32_t i = 0; px && i < px->quota.n; i++)
+		fg_quota_publish(st, px->quota.by_id[i], now);
+}
+
+void fg_proxy_stop(struct fg_agent_state *st)
+{
+	struct fg_proxy *px = st->proxy;
+
+	if (!px)
+		return;
+	if (px->sweep_timer)
+		fg_loop_timer_cancel(st->loop, px->sweep_timer);
+	if (px->listen_fd >= 0) {
+		if (st->policy->agent.mode == FG_MODE_TRANSPARENT && st->kernel)
+			fg_kernel_steer_listener(st, -1);
+		fg_loop_del(st->loop, px->listen_fd);
+		close(px->listen_fd);
+	}
+	fg_metrics_stop(px);
+	while (!fg_link_empty(&px->clients))
+		fg_client_close(fg_container_of(px->clients.next, struct fg_client, link));
+	while (!fg_link_empty(&px->busy))
+		fg_upstream_close(fg_container_of(px->busy.next, struct fg_upstream, link));
+	while (!fg_link_empty(&px->idle))
+		fg_upstream_close(fg_container_of(px->idle.next, struct fg_upstream, link));
+	fg_quota_free(&px->quota);
+	fg_buf_free(&px->scratch);
+	free(px);
+	st->proxy = NULL;
+}

@@ -11,5 +11,7 @@ int fg_proxy_start(struct fg_agent_state *st, char *err, size_t errlen);
  * that survive. */
 int fg_proxy_apply_policy(struct fg_agent_state *st, const struct fg_policy *p);
 void fg_proxy_stop(struct fg_agent_state *st);
+/* Publish every tenant's quota state to the kernel (after a reload). */
+void fg_proxy_publish_all(struct fg_agent_state *st);
 
 #endif

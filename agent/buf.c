@@ -1,0 +1,73 @@
+/* buf.c — growable byte buffer; see buf.h. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "agent/buf.h"
+
+int fg_buf_reserve(struct fg_buf *b, size_t more)
+{
+	if (b->cap - b->len >= more)
+		return 0;
+	if (b->off && b->cap - fg_buf_used(b) >= more) {
+		/* compact rather than grow when the head has been consumed */
+		memmove(b->data, b->data + b->off, fg_buf_used(b));
+		b->len -= b->off;
+		b->off = 0;
+		return 0;
+	}
+	size_t need = b->len + more, cap = b->cap ? b->cap : 4096;
+	while (cap < need)
+		cap *= 2;
+	char *n = realloc(b->data, cap);
+	if (!n)
+		return -1;
+	b->data = n;
+	b->cap = cap;
+	return 0;
+}
+
+int fg_buf_append(struct fg_buf *b, const void *p, size_t n)
+{
+	if (!n)
+		return 0;
+	if (fg_buf_reserve(b, n))
+		return -1;
+	memcpy(b->data + b->len, p, n);
+	b->len += n;
+	return 0;
+}
+
+int fg_buf_printf(struct fg_buf *b, const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+
+	va_start(ap, fmt);
+	n = vsnprintf(NULL, 0, fmt, ap);
+	va_end(ap);
+	if (n < 0 || fg_buf_reserve(b, (size_t)n + 1))
+		return -1;
+	va_start(ap, fmt);
+	vsnprintf(b->data + b->len, (size_t)n + 1, fmt, ap);
+	va_end(ap);
+	b->len += (size_t)n;
+	return 0;
+}
+
+void fg_buf_consume(struct fg_buf *b, size_t n)
+{
+	b->off += n;
+	if (b->off >= b->len)
+		b->off = b->len = 0;
+}
+
+void fg_buf_reset(struct fg_buf *b)
+{
+	b->off = b->len = 0;
+}
+
+void fg_buf_free(struct fg_buf *b)
+{
+	free(b->data);
+	memset(b, 0, sizeof(*b));
+}

@@ -1,0 +1,28 @@
+/* buf.h — a growable byte buffer with a read offset, for socket I/O.
+ *
+ * Data lives in [off, len). Appends grow the block; consumes advance off and
+ * reset both to 0 when the buffer empties, so a connection that keeps
+ * draining its buffer never grows it. */
+#ifndef FAIRGATE_BUF_H
+#define FAIRGATE_BUF_H
+
+#include <stdarg.h>
+#include <stddef.h>
+
+struct fg_buf {
+	char *data;
+	size_t off, len, cap;
+};
+
+static inline size_t fg_buf_used(const struct fg_buf *b) { return b->len - b->off; }
+static inline char *fg_buf_head(const struct fg_buf *b) { return b->data + b->off; }
+
+/* Make room for `more` bytes after len; 0 or -1 (out of memory). */
+int fg_buf_reserve(struct fg_buf *b, size_t more);
+int fg_buf_append(struct fg_buf *b, const void *p, size_t n);
+int fg_buf_printf(struct fg_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void fg_buf_consume(struct fg_buf *b, size_t n);
+void fg_buf_reset(struct fg_buf *b);
+void fg_buf_free(struct fg_buf *b);
+
+#endif

@@ -1,0 +1,206 @@
+/* ctl_proxy.c — control-socket handlers for status, tenant detail and
+ * policy hot reload; see ctl_proxy.h. */
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "agent/ctl_proxy.h"
+#include "agent/ctl_server.h"
+#include "agent/kernel.h"
+#include "agent/proxy.h"
+#include "agent/proxy_internal.h"
+
+static json_t *tenant_json(const struct fg_policy *p, struct fg_tenant_rt *t, uint64_t now)
+{
+	json_t *outcomes = json_object();
+
+	for (int k = 0; k < FG_OUT_N; k++)
+		json_object_set_new(outcomes, fg_outcome_names[k], json_integer((json_int_t)t->outcomes[k]));
+	return json_pack("{s:s, s:i, s:s, s:s, s:f, s:f, s:f, s:f, s:i, s:i, s:I, s:I, s:I,"
+			 " s:f, s:f, s:f, s:b, s:I, s:o}",
+			 "name", t->name, "id", (int)t->id,
+			 "tier", t->tier < p->n_tiers ? p->tiers[t->tier].name : "",
+			 "cache", t->salted ? "salted" : "shared",
+			 "units_per_s", t->bucket.rate, "burst_units", t->bucket.depth,
+			 "bucket_units", fg_bucket_level(&t->bucket, now),
+			 "reserved_units", t->reserved_units, "inflight", (int)t->inflight,
+			 "queued", 0, "admitted", (json_int_t)t->admitted,
+			 "rejected", (json_int_t)t->rejected, "settled", (json_int_t)t->settled,
+			 "units_billed", t->units_billed, "units_refunded", t->units_refunded,
+			 "typical_request_units", t->typical_cost,
+			 "deny_window_open", t->deny_until_ns > now,
+			 "deny_remaining_ms",
+			 (json_int_t)(t->deny_until_ns > now ? (t->deny_until_ns - now) / 1000000 : 0),
+			 "outcomes", outcomes);
+}
+
+static json_t *tenants_array(struct fg_agent_state *st, const char *only)
+{
+	struct fg_proxy *px = st->proxy;
+	json_t *a = json_array();
+	uint64_t now = fg_now_ns();
+
+	for (uint32_t i = 0; i < px->quota.n; i++)
+		if (!only || !strcmp(px->quota.by_id[i]->name, only))
+			json_array_append_new(a, tenant_json(st->policy, px->quota.by_id[i], now));
+	return a;
+}
+
+static char *hostport(const struct fg_hostport *hp, char *buf, size_t len)
+{
+	bool v6 = strchr(hp->host, ':') != NULL;
+
+	snprintf(buf, len, "%s%s%s:%u", v6 ? "[" : "", hp->host, v6 ? "]" : "", hp->port);
+	return buf;
+}
+
+static json_t *cmd_status(struct fg_agent_state *st, json_t *req, char *err, size_t errlen)
+{
+	struct fg_proxy *px = st->proxy;
+	const struct fg_agent *a = &st->policy->agent;
+	char l[96], e[96], m[96];
+	uint64_t admitted = 0, rejected = 0, settled = 0;
+	(void)req;
+
+	if (!px) {
+		snprintf(err, errlen, "the proxy is not running");
+		return NULL;
+	}
+	for (uint32_t i = 0; i < px->quota.n; i++) {
+		admitted += px->quota.by_id[i]->admitted;
+		rejected += px->quota.by_id[i]->rejected;
+		settled += px->quota.by_id[i]->settled;
+	}
+	json_t *cal = json_object();
+	for (uint32_t i = 0; i < px->quota.cal.n; i++)
+		json_object_set_new(cal, px->quota.cal.e[i].model[0] ? px->quota.cal.e[i].model : "*",
+				    json_real(px->quota.cal.e[i].chars_per_token));
+	return json_pack("{s:s, s:s, s:s, s:s, s:b, s:f, s:i, s:i, s:i, s:i, s:{s:I, s:I, s:I, s:I, s:I},"
+			 " s:{s:I, s:f}, s:o, s:o}",
+			 "mode", a->mode == FG_MODE_TRANSPARENT ? "transparent" : "front",
+			 "listen", hostport(&a->listen, l, sizeof(l)),
+			 "engine", hostport(&a->engine, e, sizeof(e)),
+			 "metrics_listen", hostport(&a->metrics_listen, m, sizeof(m)),
+			 "kernel_enforcement", st->kernel != NULL,
+			 "uptime_s", (double)(fg_now_ns() - px->started_ns) / 1e9,
+			 "tenant_count", (int)px->quota.n, "client_connections", (int)px->n_clients,
+			 "engine_busy", (int)px->n_busy, "engine_idle", (int)px->n_idle,
+			 "requests", "admitted", (json_int_t)admitted, "rejected", (json_int_t)rejected,
+			 "settled", (json_int_t)settled,
+			 "unauthenticated", (json_int_t)px->metrics.unauthenticated,
+			 "malformed", (json_int_t)px->metrics.malformed,
+			 "decisions", "count", (json_int_t)px->metrics.decision_count, "mean_us",
+			 px->metrics.decision_count
+				 ? px->metrics.decision_sum_s * 1e6 / (double)px->metrics.decision_count
+				 : 0.0,
+			 "chars_per_token", cal, "tenants", tenants_array(st, NULL));
+}
+
+static json_t *cmd_tenants(struct fg_agent_state *st, json_t *req, char *err, size_t errlen)
+{
+	const char *name = json_string_value(json_object_get(req, "tenant"));
+
+	if (!st->proxy) {
+		snprintf(err, errlen, "the proxy is not running");
+		return NULL;
+	}
+	json_t *a = tenants_array(st, name);
+	if (name && !json_array_size(a)) {
+		json_decref(a);
+		snprintf(err, errlen, "no tenant named '%s' in the running policy", name);
+		return NULL;
+	}
+	return json_pack("{s:o}", "tenants", a);
+}
+
+static bool same_hostport(const struct fg_hostport *a, const struct fg_hostport *b)
+{
+	return a->port == b->port && !strcmp(a->host, b->host);
+}
+
+/* What a running agent cannot change in place; NULL if nothing. */
+static const char *needs_restart(const struct fg_policy *old, const struct fg_policy *np)
+{
+	if (old->agent.mode != np->agent.mode)
+		return "agent.mode";
+	if (!same_hostport(&old->agent.listen, &np->agent.listen))
+		return "agent.listen";
+	if (!same_hostport(&old->agent.metrics_listen, &np->agent.metrics_listen))
+		return "agent.metrics_listen";
+	if (strcmp(old->agent.salt_secret_file, np->agent.salt_secret_file))
+		return "agent.salt_secret_file";
+	return NULL;
+}
+
+static json_t *cmd_policy_apply(struct fg_agent_state *st, json_t *req, char *err, size_t errlen)
+{
+	const char *text = json_string_value(json_object_get(req, "policy"));
+	const char *file = json_string_value(json_object_get(req, "file"));
+	struct fg_policy_error perr;
+	struct fg_policy *np;
+
+	if (!text) {
+		snprintf(err, errlen, "policy_apply needs \"policy\": the policy file's text");
+		return NULL;
+	}
+	np = malloc(sizeof(*np));
+	if (!np) {
+		snprintf(err, errlen, "out of memory");
+		return NULL;
+	}
+	if (fg_policy_parse_buffer(text, strlen(text), file ? file : "<policy>", np, &perr)) {
+		fg_policy_error_format(&perr, err, errlen);
+		free(np);
+		return NULL;
+	}
+	const char *what = needs_restart(st->policy, np);
+	if (what) {
+		snprintf(err, errlen, "%s differs from the running agent's; it takes a restart "
+				      "(nothing was changed)", what);
+		free(np);
+		return NULL;
+	}
+	struct fg_hostport_check { struct sockaddr_storage ss; socklen_t len; } chk;
+	if (fg_hostport_sockaddr(&np->agent.engine, &chk.ss, &chk.len)) {
+		snprintf(err, errlen, "agent.engine: '%s' is not a numeric address (nothing was changed)",
+			 np->agent.engine.host);
+		free(np);
+		return NULL;
+	}
+
+	json_t *added = json_array(), *removed = json_array();
+	for (uint32_t i = 0; i < np->n_tenants; i++)
+		if (!fg_policy_tenant_by_name(st->policy, np->tenants[i].name))
+			json_array_append_new(added, json_string(np->tenants[i].name));
+	for (uint32_t i = 0; i < st->policy->n_tenants; i++)
+		if (!fg_policy_tenant_by_name(np, st->policy->tenants[i].name))
+			json_array_append_new(removed, json_string(st->policy->tenants[i].name));
+
+	/* proxy first: the only step that can fail (memory) leaves it unchanged */
+	if (fg_proxy_apply_policy(st, np)) {
+		snprintf(err, errlen, "out of memory applying the policy (nothing was changed)");
+		json_decref(added);
+		json_decref(removed);
+		free(np);
+		return NULL;
+	}
+	if (st->kernel && fg_kernel_apply_policy(st, np))
+		fprintf(stderr, "fairgated: policy apply: kernel maps not fully updated\n");
+	struct fg_policy *old = st->policy;
+	st->policy = np;
+	fg_cost_model_init(&st->cm, &np->replica);
+	free(old);
+	fg_proxy_publish_all(st);
+	fprintf(stderr, "fairgated: applied policy %s: %u tenants (%zu added, %zu removed)\n",
+		file ? file : "", np->n_tenants, json_array_size(added), json_array_size(removed));
+	return json_pack("{s:s, s:i, s:o, s:o}", "file", file ? file : "", "tenants",
+			 (int)np->n_tenants, "added", added, "removed", removed);
+}
+
+void fg_ctl_proxy_register(void)
+{
+	fg_ctl_register("status", cmd_status);
+	fg_ctl_register("tenants", cmd_tenants);
+	fg_ctl_register("policy_apply", cmd_policy_apply);
+}

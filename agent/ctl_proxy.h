@@ -1,0 +1,12 @@
+/* ctl_proxy.h — the proxy's control-socket commands:
+ *   status        agent summary + every tenant's quota state
+ *   tenants       [name]: tenant quota state (bucket, reserved, in-flight,
+ *                 admitted/rejected/settled, outcomes, deny window)
+ *   policy_apply  {"policy": TEXT, "file": NAME}: parse, check, then swap
+ *                 atomically; a bad file changes nothing. */
+#ifndef FAIRGATE_CTL_PROXY_H
+#define FAIRGATE_CTL_PROXY_H
+
+void fg_ctl_proxy_register(void);
+
+#endif

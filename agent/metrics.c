@@ -1,0 +1,310 @@
+/* metrics.c — Prometheus text exposition (format 0.0.4) on
+ * agent.metrics_listen: a tiny HTTP/1.x responder on the agent's loop that
+ * renders the proxy's counters on each scrape. One response per
+ * connection (scrapers reconnect), read and write bounded. */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "agent/proxy_internal.h"
+
+#define MAX_REQUEST 8192
+#define MAX_SCRAPERS 32
+
+static const double decision_bounds_s[FG_DECISION_BUCKETS] = {
+	1e-6, 2.5e-6, 5e-6, 1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4,
+	5e-4, 1e-3, 2.5e-3, 5e-3, 1e-2, 2.5e-2, 5e-2, 1e-1,
+};
+
+struct scrape {
+	struct fg_link link;
+	struct fg_proxy *px;
+	int fd;
+	struct fg_buf in, out;
+};
+
+static int n_scrapers;
+static struct fg_link scrapers = { &scrapers, &scrapers };
+
+void fg_metrics_observe_decision(struct fg_metrics *m, uint64_t ns)
+{
+	double s = (double)ns / 1e9;
+	int i = 0;
+
+	while (i < FG_DECISION_BUCKETS && s > decision_bounds_s[i])
+		i++;
+	m->decision_hist[i]++;
+	m->decision_count++;
+	m->decision_sum_s += s;
+}
+
+/* Label values: backslash, quote and newline escaped. */
+static void label(struct fg_buf *o, const char *v)
+{
+	for (; *v; v++) {
+		if (*v == '\\' || *v == '"')
+			fg_buf_printf(o, "\\%c", *v);
+		else if (*v == '\n')
+			fg_buf_printf(o, "\\n");
+		else
+			fg_buf_append(o, v, 1);
+	}
+}
+
+static void help(struct fg_buf *o, const char *name, const char *type, const char *text)
+{
+	fg_buf_printf(o, "# HELP %s %s\n# TYPE %s %s\n", name, text, name, type);
+}
+
+typedef double (*tenant_value)(struct fg_tenant_rt *t, uint64_t now);
+
+static double v_billed(struct fg_tenant_rt *t, uint64_t now) { (void)now; return t->units_billed; }
+static double v_refunded(struct fg_tenant_rt *t, uint64_t now) { (void)now; return t->units_refunded; }
+static double v_level(struct fg_tenant_rt *t, uint64_t now) { return fg_bucket_level(&t->bucket, now); }
+static double v_depth(struct fg_tenant_rt *t, uint64_t now) { (void)now; return t->bucket.depth; }
+static double v_rate(struct fg_tenant_rt *t, uint64_t now) { (void)now; return t->bucket.rate; }
+static double v_reserved(struct fg_tenant_rt *t, uint64_t now) { (void)now; return t->reserved_units; }
+static double v_inflight(struct fg_tenant_rt *t, uint64_t now) { (void)now; return t->inflight; }
+static double v_queued(struct fg_tenant_rt *t, uint64_t now) { (void)t; (void)now; return 0; }
+static double v_deny(struct fg_tenant_rt *t, uint64_t now) { return t->deny_until_ns > now; }
+static double v_typical(struct fg_tenant_rt *t, uint64_t now) { (void)now; return t->typical_cost; }
+
+static void per_tenant(struct fg_buf *o, struct fg_proxy *px, const char *name, const char *type,
+		       const char *text, tenant_value fn, uint64_t now)
+{
+	help(o, name, type, text);
+	for (uint32_t i = 0; i < px->quota.n; i++) {
+		struct fg_tenant_rt *t = px->quota.by_id[i];
+		fg_buf_printf(o, "%s{tenant=\"", name);
+		label(o, t->name);
+		fg_buf_printf(o, "\"} %.17g\n", fn(t, now));
+	}
+}
+
+char *fg_metrics_render(struct fg_proxy *px, size_t *len)
+{
+	struct fg_buf o = { 0 };
+	struct fg_metrics *m = &px->metrics;
+	uint64_t now = fg_now_ns();
+
+	per_tenant(&o, px, "fairgate_tenant_units_total", "counter",
+		   "Units billed to the tenant at settlement (1 unit = one uncached prompt token of replica time).",
+		   v_billed, now);
+	per_tenant(&o, px, "fairgate_tenant_refunded_units_total", "counter",
+		   "Units reserved at admission and given back at settlement.", v_refunded, now);
+	per_tenant(&o, px, "fairgate_tenant_bucket_units", "gauge",
+		   "Token bucket level in units (negative = debt).", v_level, now);
+	per_tenant(&o, px, "fairgate_tenant_bucket_depth_units", "gauge",
+		   "Token bucket depth (burst_s x units_per_s).", v_depth, now);
+	per_tenant(&o, px, "fairgate_tenant_rate_units_per_second", "gauge",
+		   "Contracted refill rate.", v_rate, now);
+	per_tenant(&o, px, "fairgate_tenant_reserved_units", "gauge",
+		   "Units reserved by admitted requests not yet settled.", v_reserved, now);
+	per_tenant(&o, px, "fairgate_tenant_inflight_requests", "gauge",
+		   "Admitted requests inside the engine.", v_inflight, now);
+	per_tenant(&o, px, "fairgate_tenant_queued_requests", "gauge",
+		   "Admitted requests waiting in the gateway queue.", v_queued, now);
+	per_tenant(&o, px, "fairgate_tenant_deny_window_open", "gauge",
+		   "1 while the kernel holds this tenant's new connections (quota deny window).",
+		   v_deny, now);
+	per_tenant(&o, px, "fairgate_tenant_typical_request_units", "gauge",
+		   "Moving average of the tenant's request price.", v_typical, now);
+
+	help(&o, "fairgate_requests_total", "counter", "Requests by tenant and outcome.");
+	for (uint32_t i = 0; i < px->quota.n; i++) {
+		struct fg_tenant_rt *t = px->quota.by_id[i];
+		for (int k = 0; k < FG_OUT_N; k++) {
+			fg_buf_printf(&o, "fairgate_requests_total{tenant=\"");
+			label(&o, t->name);
+			fg_buf_printf(&o, "\",outcome=\"%s\"} %llu\n", fg_outcome_names[k],
+				      (unsigned long long)t->outcomes[k]);
+		}
+	}
+
+	help(&o, "fairgate_decision_seconds", "histogram",
+	     "Admission decision latency: parse, price, bucket, rewrite.");
+	uint64_t cum = 0;
+	for (int i = 0; i < FG_DECISION_BUCKETS; i++) {
+		cum += m->decision_hist[i];
+		fg_buf_printf(&o, "fairgate_decision_seconds_bucket{le=\"%g\"} %llu\n",
+			      decision_bounds_s[i], (unsigned long long)cum);
+	}
+	cum += m->decision_hist[FG_DECISION_BUCKETS];
+	fg_buf_printf(&o, "fairgate_decision_seconds_bucket{le=\"+Inf\"} %llu\n",
+		      (unsigned long long)cum);
+	fg_buf_printf(&o, "fairgate_decision_seconds_sum %.9g\nfairgate_decision_seconds_count %llu\n",
+		      m->decision_sum_s, (unsigned long long)m->decision_count);
+
+	help(&o, "fairgate_unauthenticated_total", "counter", "Requests refused with 401.");
+	fg_buf_printf(&o, "fairgate_unauthenticated_total %llu\n", (unsigned long long)m->unauthenticated);
+	help(&o, "fairgate_malformed_requests_total", "counter",
+	     "Requests refused before a tenant was known (bad HTTP, oversize, timeouts).");
+	fg_buf_printf(&o, "fairgate_malformed_requests_total %llu\n", (unsigned long long)m->malformed);
+	help(&o, "fairgate_client_connections_total", "counter", "Client connections accepted.");
+	fg_buf_printf(&o, "fairgate_client_connections_total %llu\n",
+		      (unsigned long long)m->connections_total);
+	help(&o, "fairgate_client_connections", "gauge", "Client connections open.");
+	fg_buf_printf(&o, "fairgate_client_connections %u\n", px->n_clients);
+	help(&o, "fairgate_engine_connections", "gauge", "Connections to the engine by state.");
+	fg_buf_printf(&o, "fairgate_engine_connections{state=\"busy\"} %u\n", px->n_busy);
+	fg_buf_printf(&o, "fairgate_engine_connections{state=\"idle\"} %u\n", px->n_idle);
+	help(&o, "fairgate_engine_connects_total", "counter", "Connections opened to the engine.");
+	fg_buf_printf(&o, "fairgate_engine_connects_total %llu\n", (unsigned long long)m->engine_connects);
+	help(&o, "fairgate_engine_failures_total", "counter",
+	     "Exchanges the engine failed (refused connection, reset, timeout, bad response).");
+	fg_buf_printf(&o, "fairgate_engine_failures_total %llu\n", (unsigned long long)m->engine_failures);
+	help(&o, "fairgate_engine_retries_total", "counter",
+	     "Requests retried once on a fresh connection after a dead pooled one.");
+	fg_buf_printf(&o, "fairgate_engine_retries_total %llu\n", (unsigned long long)m->engine_retries);
+	help(&o, "fairgate_chars_per_token", "gauge",
+	     "Learned prompt characters per token, by model (\"\" = node default).");
+	for (uint32_t i = 0; i < px->quota.cal.n; i++) {
+		fg_buf_printf(&o, "fairgate_chars_per_token{model=\"");
+		label(&o, px->quota.cal.e[i].model);
+		fg_buf_printf(&o, "\"} %.6g\n", px->quota.cal.e[i].chars_per_token);
+	}
+	help(&o, "fairgate_kernel_enforcement", "gauge", "1 when the BPF datapath is active.");
+	fg_buf_printf(&o, "fairgate_kernel_enforcement %d\n", px->st->kernel != NULL);
+
+	if (fg_buf_append(&o, "", 1)) { /* NUL for callers that print it */
+		fg_buf_free(&o);
+		return NULL;
+	}
+	*len = fg_buf_used(&o) - 1;
+	return o.data;
+}
+
+/* ---- the scrape endpoint ------------------------------------------------ */
+
+static void scrape_close(struct scrape *s)
+{
+	fg_loop_del(s->px->st->loop, s->fd);
+	close(s->fd);
+	fg_buf_free(&s->in);
+	fg_buf_free(&s->out);
+	fg_link_del(&s->link);
+	n_scrapers--;
+	free(s);
+}
+
+static void scrape_answer(struct scrape *s)
+{
+	const char *req = fg_buf_head(&s->in);
+	bool get = !strncmp(req, "GET ", 4), head = !strncmp(req, "HEAD ", 5);
+	const char *path = get ? req + 4 : head ? req + 5 : "";
+	bool known = !strncmp(path, "/metrics", 8) && (path[8] == ' ' || path[8] == '?');
+
+	if (!(get || head) || !known) {
+		fg_buf_printf(&s->out, "HTTP/1.1 404 Not Found\r\nContent-Type: text/plain\r\n"
+				       "Content-Length: 10\r\nConnection: close\r\n\r\nnot found\n");
+		return;
+	}
+	size_t len = 0;
+	char *body = fg_metrics_render(s->px, &len);
+	if (!body) {
+		fg_buf_printf(&s->out, "HTTP/1.1 500 Internal Server Error\r\nContent-Length: 0\r\n"
+				       "Connection: close\r\n\r\n");
+		return;
+	}
+	fg_buf_printf(&s->out, "HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\n"
+			       "Content-Length: %zu\r\nConnection: close\r\n\r\n", len);
+	if (get)
+		fg_buf_append(&s->out, body, len);
+	free(body);
+}
+
+static void scrape_cb(struct fg_loop *loop, int fd, uint32_t events, void *ctx)
+{
+	struct scrape *s = ctx;
+	(void)events;
+
+	if (!fg_buf_used(&s->out)) {
+		for (;;) {
+			if (fg_buf_reserve(&s->in, 1024)) {
+				scrape_close(s);
+				return;
+			}
+			ssize_t n = recv(fd, s->in.data + s->in.len, s->in.cap - s->in.len - 1, 0);
+			if (n < 0 && errno == EINTR)
+				continue;
+			if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+				break;
+			if (n <= 0 || s->in.len + (size_t)n > MAX_REQUEST) {
+				scrape_close(s);
+				return;
+			}
+			s->in.len += (size_t)n;
+			s->in.data[s->in.len] = 0;
+		}
+		if (!strstr(fg_buf_head(&s->in), "\r\n\r\n") && !strstr(fg_buf_head(&s->in), "\n\n"))
+			return;
+		scrape_answer(s);
+		fg_loop_mod(loop, fd, EPOLLOUT);
+	}
+	while (fg_buf_used(&s->out)) {
+		ssize_t n = send(fd, fg_buf_head(&s->out), fg_buf_used(&s->out), MSG_NOSIGNAL);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+			return;
+		if (n <= 0)
+			break;
+		fg_buf_consume(&s->out, (size_t)n);
+	}
+	scrape_close(s);
+}
+
+static void metrics_accept(struct fg_loop *loop, int fd, uint32_t events, void *ctx)
+{
+	struct fg_proxy *px = ctx;
+	(void)events;
+
+	for (;;) {
+		int cfd = accept4(fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		if (cfd < 0)
+			return;
+		struct scrape *s = n_scrapers < MAX_SCRAPERS ? calloc(1, sizeof(*s)) : NULL;
+		if (!s || fg_loop_add(loop, cfd, EPOLLIN | EPOLLRDHUP, scrape_cb, s)) {
+			free(s);
+			close(cfd);
+			continue;
+		}
+		s->px = px;
+		s->fd = cfd;
+		fg_link_add(&scrapers, &s->link);
+		n_scrapers++;
+	}
+}
+
+int fg_metrics_start(struct fg_proxy *px, char *err, size_t errlen)
+{
+	const struct fg_hostport *hp = &px->st->policy->agent.metrics_listen;
+
+	if (!hp->host[0] || !hp->port)
+		return 0; /* metrics off */
+	px->metrics.listen_fd = fg_listen_tcp(hp, err, errlen, "agent.metrics_listen");
+	if (px->metrics.listen_fd < 0)
+		return -1;
+	if (fg_loop_add(px->st->loop, px->metrics.listen_fd, EPOLLIN, metrics_accept, px)) {
+		snprintf(err, errlen, "agent.metrics_listen: epoll: %s", strerror(errno));
+		close(px->metrics.listen_fd);
+		px->metrics.listen_fd = -1;
+		return -1;
+	}
+	return 0;
+}
+
+void fg_metrics_stop(struct fg_proxy *px)
+{
+	while (!fg_link_empty(&scrapers))
+		scrape_close(fg_container_of(scrapers.next, struct scrape, link));
+	if (px->metrics.listen_fd < 0)
+		return;
+	fg_loop_del(px->st->loop, px->metrics.listen_fd);
+	close(px->metrics.listen_fd);
+	px->metrics.listen_fd = -1;
+}

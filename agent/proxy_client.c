@@ -1,0 +1,691 @@
+/* proxy_client.c — the client side of the proxy: read and parse HTTP/1.1
+ * requests (libhttp-parser, keep-alive and pipelining), name the tenant,
+ * price and admit, answer refusals in OpenAI's error shape, and write
+ * responses back with backpressure and timeouts. Forwarding is
+ * proxy_upstream.c's (fg_proxy_dispatch). */
+#include <errno.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <math.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "agent/http_errors.h"
+#include "agent/identity.h"
+#include "agent/kernel.h"
+#include "agent/proxy_internal.h"
+
+#define READ_CHUNK (64u << 10)
+#define KEEP_BUF_CAP (256u << 10) /* larger buffers are freed between requests */
+
+static void client_cb(struct fg_loop *loop, int fd, uint32_t events, void *ctx);
+static void process_input(struct fg_client *c);
+
+/* ---- request parser callbacks ---------------------------------------- */
+
+static struct fg_client *of(http_parser *p)
+{
+	return p->data;
+}
+
+static int on_begin(http_parser *p)
+{
+	struct fg_client *c = of(p);
+	uint64_t now = fg_now_ns();
+
+	c->x.started = true;
+	c->x.started_ns = now;
+	c->deadline_ns = now + c->px->header_ns;
+	c->timeout_status = 408;
+	return 0;
+}
+
+static int on_url(http_parser *p, const char *at, size_t len)
+{
+	struct fg_exchange *x = &of(p)->x;
+
+	if (!x->url_len)
+		x->url = (uint32_t)x->hdrs.raw.len;
+	x->url_len += (uint32_t)len;
+	return fg_buf_append(&x->hdrs.raw, at, len);
+}
+
+static int on_field(http_parser *p, const char *at, size_t len)
+{
+	struct fg_exchange *x = &of(p)->x;
+
+	if (fg_hdrs_on_field(&x->hdrs, at, len)) {
+		x->reject_status = x->hdrs.overflow ? 431 : 500;
+		return -1;
+	}
+	return 0;
+}
+
+static int on_value(http_parser *p, const char *at, size_t len)
+{
+	struct fg_exchange *x = &of(p)->x;
+
+	if (fg_hdrs_on_value(&x->hdrs, at, len)) {
+		x->reject_status = 500;
+		return -1;
+	}
+	return 0;
+}
+
+static bool expects_continue(const struct fg_hdrs *h, bool *other)
+{
+	size_t len;
+	const char *v = fg_hdrs_get(h, "expect", &len);
+
+	*other = v && !(len == 12 && !strncasecmp(v, "100-continue", 12));
+	return v && !*other;
+}
+
+static int on_headers(http_parser *p)
+{
+	struct fg_client *c = of(p);
+	struct fg_exchange *x = &c->x;
+	bool chunked = p->flags & F_CHUNKED;
+	bool has_length = !chunked && p->content_length != ULLONG_MAX && p->content_length > 0;
+	bool other_expect;
+
+	x->headers_done = true;
+	c->keep_alive = http_should_keep_alive(p);
+	c->deadline_ns = fg_now_ns() + c->px->body_ns;
+	if (has_length && p->content_length > c->px->max_body) {
+		x->reject_status = 413;
+		return -1;
+	}
+	bool cont = expects_continue(&x->hdrs, &other_expect);
+	if (other_expect) {
+		x->reject_status = 417;
+		return -1;
+	}
+	/* flushed when the read handler finishes: never close c from a callback */
+	if (cont && (has_length || chunked) && p->http_minor >= 1)
+		fg_buf_append(&c->out, "HTTP/1.1 100 Continue\r\n\r\n", 25);
+	if (has_length && fg_buf_reserve(&x->body, p->content_length)) {
+		x->reject_status = 500;
+		return -1;
+	}
+	return 0;
+}
+
+static int on_body(http_parser *p, const char *at, size_t len)
+{
+	struct fg_client *c = of(p);
+	struct fg_exchange *x = &c->x;
+
+	if (fg_buf_used(&x->body) + len > c->px->max_body) {
+		x->reject_status = 413;
+		return -1;
+	}
+	if (fg_buf_append(&x->body, at, len)) {
+		x->reject_status = 500;
+		return -1;
+	}
+	return 0;
+}
+
+static int on_complete(http_parser *p)
+{
+	of(p)->x.complete = true;
+	http_parser_pause(p, 1); /* one exchange at a time: the rest stays buffered */
+	return 0;
+}
+
+static const http_parser_settings req_settings = {
+	.on_message_begin = on_begin,
+	.on_url = on_url,
+	.on_header_field = on_field,
+	.on_header_value = on_value,
+	.on_headers_complete = on_headers,
+	.on_body = on_body,
+	.on_message_complete = on_complete,
+};
+
+/* ---- lifecycle -------------------------------------------------------- */
+
+void fg_client_update_events(struct fg_client *c)
+{
+	uint32_t ev = EPOLLRDHUP;
+
+	/* read while parsing, and a little ahead while an exchange runs (to
+	 * notice a disconnect and keep pipelined requests) */
+	if (c->state == CL_CLOSING || fg_buf_used(&c->in) < FG_PIPELINE_MAX ||
+	    c->state == CL_READING)
+		ev |= EPOLLIN;
+	if (fg_buf_used(&c->out))
+		ev |= EPOLLOUT;
+	if (ev != c->events) {
+		fg_loop_mod(c->px->st->loop, c->fd, ev);
+		c->events = ev;
+	}
+}
+
+void fg_client_accept(struct fg_proxy *px, int fd, const struct sockaddr_storage *peer,
+		      socklen_t peer_len)
+{
+	struct fg_client *c = calloc(1, sizeof(*c));
+	int one = 1;
+
+	if (!c) {
+		close(fd);
+		return;
+	}
+	c->px = px;
+	c->fd = fd;
+	memcpy(&c->peer, peer, peer_len);
+	c->peer_len = peer_len;
+	c->local_len = sizeof(c->local);
+	getsockname(fd, (struct sockaddr *)&c->local, &c->local_len);
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	http_parser_init(&c->parser, HTTP_REQUEST);
+	c->parser.data = c;
+	c->events = EPOLLIN | EPOLLRDHUP;
+	c->deadline_ns = fg_now_ns() + px->header_ns;
+	c->timeout_status = 0;
+	if (fg_loop_add(px->st->loop, fd, c->events, client_cb, c)) {
+		close(fd);
+		free(c);
+		return;
+	}
+	fg_link_add(&px->clients, &c->link);
+	px->n_clients++;
+	px->metrics.connections_total++;
+}
+
+static void buf_trim(struct fg_buf *b)
+{
+	if (b->cap > KEEP_BUF_CAP)
+		fg_buf_free(b);
+	else
+		fg_buf_reset(b);
+}
+
+/* Forget the current exchange; buffers are kept for the next one. */
+static void exchange_reset(struct fg_client *c)
+{
+	struct fg_exchange *x = &c->x;
+
+	if (x->tenant)
+		fg_tenant_unref(&c->px->quota, x->tenant);
+	free(x->fwd_body);
+	fg_sse_free(&x->sse_state);
+	struct fg_hdrs hdrs = x->hdrs, rhdrs = x->rhdrs;
+	struct fg_buf body = x->body, copy = x->resp_copy;
+	fg_hdrs_reset(&hdrs);
+	fg_hdrs_reset(&rhdrs);
+	buf_trim(&hdrs.raw);
+	buf_trim(&rhdrs.raw);
+	buf_trim(&body);
+	fg_buf_free(&copy);
+	memset(x, 0, sizeof(*x));
+	x->hdrs = hdrs;
+	x->rhdrs = rhdrs;
+	x->body = body;
+}
+
+void fg_client_close(struct fg_client *c)
+{
+	struct fg_proxy *px = c->px;
+	struct fg_exchange *x = &c->x;
+
+	if (x->up)
+		fg_upstream_abort(x->up); /* the engine stops generating for nobody */
+	if (x->reserved)
+		fg_exchange_settle(c, FG_OUT_CLIENT_GONE);
+	exchange_reset(c);
+	fg_hdrs_reset(&x->hdrs);
+	fg_buf_free(&x->hdrs.raw);
+	fg_buf_free(&x->rhdrs.raw);
+	fg_buf_free(&x->body);
+	fg_loop_del(px->st->loop, c->fd);
+	close(c->fd);
+	fg_buf_free(&c->in);
+	fg_buf_free(&c->out);
+	fg_link_del(&c->link);
+	px->n_clients--;
+	free(c);
+}
+
+/* Stop taking requests; close once the last response is out. */
+static void begin_closing(struct fg_client *c)
+{
+	c->state = CL_CLOSING;
+	c->deadline_ns = fg_now_ns() + FG_LINGER_NS;
+	c->timeout_status = 0;
+	fg_buf_reset(&c->in);
+	fg_client_update_events(c);
+}
+
+/* Returns -1 when the client is gone (and freed). */
+static int flush_or_close(struct fg_client *c)
+{
+	while (fg_buf_used(&c->out)) {
+		ssize_t n = send(c->fd, fg_buf_head(&c->out), fg_buf_used(&c->out),
+				 MSG_NOSIGNAL | MSG_DONTWAIT);
+		if (n > 0) {
+			fg_buf_consume(&c->out, (size_t)n);
+			c->last_progress_ns = fg_now_ns();
+			continue;
+		}
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+			break;
+		fg_client_close(c);
+		return -1;
+	}
+	if (c->state == CL_CLOSING && !fg_buf_used(&c->out) && !c->closing_sent) {
+		/* lingering close: the peer reads our answer before any RST */
+		shutdown(c->fd, SHUT_WR);
+		c->closing_sent = true;
+	}
+	if (c->x.up && c->x.up->paused && fg_buf_used(&c->out) < FG_OUT_LOW)
+		fg_upstream_resume(c->x.up);
+	fg_client_update_events(c);
+	return 0;
+}
+
+int fg_client_flush(struct fg_client *c)
+{
+	return flush_or_close(c);
+}
+
+/* ---- answers the proxy writes itself --------------------------------- */
+
+static void count_refusal(struct fg_client *c, enum fg_outcome o)
+{
+	if (c->x.tenant)
+		fg_quota_count(c->x.tenant, o);
+	else
+		c->px->metrics.malformed++;
+}
+
+void fg_client_error(struct fg_client *c, int status, const char *type, const char *code,
+		     const char *param, const char *message, const char *extra_headers)
+{
+	/* after a malformed or unfinished request the byte stream is lost */
+	bool keep = c->keep_alive && c->x.complete;
+
+	fg_http_error(&c->out, status, type, code, param, message, extra_headers, !keep);
+	if (c->x.reserved)
+		fg_exchange_settle(c, FG_OUT_ENGINE_ERROR);
+	exchange_reset(c);
+	if (keep) {
+		c->state = CL_READING;
+		c->deadline_ns = fg_now_ns() + c->px->idle_ns;
+		c->timeout_status = 0;
+	} else {
+		begin_closing(c);
+	}
+}
+
+static void bad_http(struct fg_client *c)
+{
+	struct fg_exchange *x = &c->x;
+	enum http_errno e = HTTP_PARSER_ERRNO(&c->parser);
+	char msg[256];
+	int status = x->reject_status ? x->reject_status : 400;
+
+	if (status == 413)
+		snprintf(msg, sizeof(msg), "request body is larger than this server accepts (%" PRIu64 " bytes)",
+			 c->px->max_body);
+	else if (status == 431 || e == HPE_HEADER_OVERFLOW)
+		status = 431, snprintf(msg, sizeof(msg), "request headers are too large or too many");
+	else if (status == 417)
+		snprintf(msg, sizeof(msg), "only 'Expect: 100-continue' is supported");
+	else if (status == 500)
+		snprintf(msg, sizeof(msg), "out of memory while reading the request");
+	else
+		snprintf(msg, sizeof(msg), "malformed HTTP request: %s", http_errno_description(e));
+	count_refusal(c, FG_OUT_BAD_REQUEST);
+	c->x.complete = false; /* the connection cannot be reused */
+	fg_client_error(c, status, "invalid_request_error", status == 413 ? "request_too_large" : NULL,
+			NULL, msg, NULL);
+}
+
+/* ---- identity ---------------------------------------------------------- */
+
+static bool public_path(const struct fg_client *c)
+{
+	static const char *const paths[] = { "/health", "/ping", "/version" };
+	const struct fg_exchange *x = &c->x;
+	const char *url = x->hdrs.raw.data + x->url;
+
+	if (c->parser.method != HTTP_GET && c->parser.method != HTTP_HEAD)
+		return false;
+	for (size_t i = 0; i < sizeof(paths) / sizeof(paths[0]); i++) {
+		size_t n = strlen(paths[i]);
+		if (x->url_len >= n && !memcmp(url, paths[i], n) &&
+		    (x->url_len == n || url[n] == '?'))
+			return true;
+	}
+	return false;
+}
+
+static struct fg_tenant_rt *identify(struct fg_client *c, const char **why)
+{
+	struct fg_proxy *px = c->px;
+	const struct fg_hdrs *h = &c->x.hdrs;
+	size_t len, tlen;
+	const char *v;
+
+	v = fg_hdrs_get(h, FG_TENANT_HEADER, &len);
+	if (v && fg_source_trusted(&px->st->policy->agent, (struct sockaddr *)&c->peer)) {
+		char name[FG_NAME_MAX];
+		if (len >= sizeof(name)) {
+			*why = "unknown tenant in " FG_TENANT_HEADER;
+			return NULL;
+		}
+		memcpy(name, v, len);
+		name[len] = 0;
+		struct fg_tenant_rt *t = fg_quota_by_name(&px->quota, name);
+		if (!t)
+			*why = "unknown tenant in " FG_TENANT_HEADER;
+		return t;
+	}
+	v = fg_hdrs_get(h, "authorization", &len);
+	if (!v) {
+		*why = "You didn't provide an API key. Send it as 'Authorization: Bearer YOUR_KEY'.";
+		return NULL;
+	}
+	const char *tok = fg_bearer_token(v, len, &tlen);
+	uint8_t hash[32];
+	if (!tok || fg_sha256(tok, tlen, hash)) {
+		*why = "The Authorization header must be 'Bearer YOUR_KEY'.";
+		return NULL;
+	}
+	struct fg_tenant_rt *t = fg_quota_by_key(&px->quota, hash);
+	if (!t)
+		*why = "Incorrect API key provided.";
+	return t;
+}
+
+/* The kernel learns which tenant this source belongs to, once per
+ * connection and tenant (a map write per request would be wasted). */
+static void learn_source(struct fg_client *c, struct fg_tenant_rt *t)
+{
+	if (c->learned == t)
+		return;
+	c->learned = t;
+	fg_kernel_learn_source(c->px->st, (struct sockaddr *)&c->peer, t->id);
+}
+
+/* ---- admission ---------------------------------------------------------- */
+
+static void refuse_rate(struct fg_client *c, const struct fg_decision *d)
+{
+	struct fg_tenant_rt *t = c->x.tenant;
+	char msg[512], hdr[128];
+	uint64_t s = fg_retry_after_s(d->wait_ns), ms = fg_retry_after_ms(d->wait_ns);
+
+	snprintf(msg, sizeof(msg),
+		 "Rate limit reached for tenant '%s': this request is priced at %.0f units "
+		 "(~%.0f prompt tokens + %.0f reserved output tokens) and the quota bucket holds "
+		 "%.0f of %.0f units, refilling at %.0f units/s. Retry after %" PRIu64 " ms.",
+		 t->name, d->cost, c->x.price.prompt_tokens, c->x.price.output_tokens,
+		 fmax(0, t->bucket.level), t->bucket.depth, t->bucket.rate, ms);
+	snprintf(hdr, sizeof(hdr), "Retry-After: %" PRIu64 "\r\nretry-after-ms: %" PRIu64 "\r\n", s, ms);
+	fg_client_error(c, 429, "rate_limit_error", "rate_limit_exceeded", NULL, msg, hdr);
+}
+
+static void refuse_never(struct fg_client *c, const struct fg_decision *d)
+{
+	struct fg_tenant_rt *t = c->x.tenant;
+	char msg[640];
+
+	if (t->bucket.rate <= 0)
+		snprintf(msg, sizeof(msg),
+			 "Tenant '%s' has no quota (units_per_s is 0): no request can be admitted.",
+			 t->name);
+	else
+		snprintf(msg, sizeof(msg),
+			 "This request can never be admitted for tenant '%s': it is priced at %.0f units "
+			 "(~%.0f prompt tokens + %.0f reserved output tokens, n x max_tokens) but the "
+			 "tenant's bucket holds at most %.0f units (burst_s x units_per_s). Lower "
+			 "max_tokens / max_completion_tokens, n, or the prompt.",
+			 t->name, d->cost, c->x.price.prompt_tokens, c->x.price.output_tokens,
+			 t->bucket.depth);
+	fg_client_error(c, 400, "invalid_request_error", "request_exceeds_quota",
+			c->x.price.output_tokens > c->x.price.prompt_tokens ? "max_tokens" : "messages",
+			msg, "x-should-retry: false\r\n");
+}
+
+/* Price and decide. Returns true when the request is admitted (and
+ * reserved); otherwise the answer has been written. */
+static bool admit(struct fg_client *c, json_t **root)
+{
+	struct fg_proxy *px = c->px;
+	struct fg_agent_state *st = px->st;
+	struct fg_exchange *x = &c->x;
+	char msg[384];
+	const char *param = NULL;
+
+	if (x->api == FG_API_OTHER_BODY) {
+		x->info.shape.prompt_chars = fg_buf_used(&x->body);
+		x->info.shape.prompt_only = true;
+	} else {
+		*root = fg_request_parse(x->api, fg_buf_head(&x->body), fg_buf_used(&x->body),
+					 &x->info, msg, sizeof(msg), &param);
+		if (!*root) {
+			fg_quota_count(x->tenant, FG_OUT_BAD_REQUEST);
+			fg_client_error(c, 400, "invalid_request_error", NULL, param, msg, NULL);
+			return false;
+		}
+	}
+	x->price = fg_price_request(&st->cm, px->quota.metering, &px->quota.cal, x->info.model,
+				    &x->info.shape, x->tenant->default_max_tokens);
+	uint64_t now = fg_now_ns();
+	struct fg_decision d = fg_quota_admit(st, &px->quota, x->tenant, &x->price, now);
+	switch (d.verdict) {
+	case FG_ADMIT:
+		x->reserved = true;
+		return true;
+	case FG_RETRY_LATER:
+		refuse_rate(c, &d);
+		return false;
+	case FG_NEVER_FITS:
+	default:
+		refuse_never(c, &d);
+		return false;
+	}
+}
+
+static bool rewrite_body(struct fg_client *c, json_t *root)
+{
+	struct fg_exchange *x = &c->x;
+	const struct fg_tenant_rt *t = x->tenant;
+	struct fg_rewrite rw = {
+		.cache_salt = t->salted ? t->salt : NULL,
+		.force_usage = x->info.stream,
+		.set_priority = c->px->st->policy->agent.engine_scheduling == FG_ENGINE_PRIORITY,
+		.priority = t->priority,
+	};
+
+	if (t->salted && !t->salt[0])
+		return false;
+	x->fwd_body = fg_request_forward_body(root, fg_buf_head(&x->body), fg_buf_used(&x->body), &rw,
+					      &x->fwd_len);
+	return x->fwd_body != NULL;
+}
+
+static void handle_request(struct fg_client *c)
+{
+	struct fg_proxy *px = c->px;
+	struct fg_exchange *x = &c->x;
+	const char *why = NULL;
+	json_t *root = NULL;
+
+	x->api = fg_api_of(c->parser.method, x->hdrs.raw.data + x->url, x->url_len);
+	c->deadline_ns = UINT64_MAX; /* the engine side owns the clock now */
+	c->timeout_status = 0;
+
+	struct fg_tenant_rt *t = identify(c, &why);
+	if (!t && !public_path(c)) {
+		px->metrics.unauthenticated++;
+		fg_client_error(c, 401, "invalid_request_error", "invalid_api_key", NULL, why,
+				"WWW-Authenticate: Bearer\r\n");
+		return;
+	}
+	if (t) {
+		x->tenant = t;
+		fg_tenant_ref(t);
+		learn_source(c, t);
+	}
+	if (t && x->api != FG_API_NONE) {
+		uint64_t t0 = fg_now_ns();
+		if (!admit(c, &root)) {
+			json_decref(root);
+			return;
+		}
+		bool ok = x->api == FG_API_OTHER_BODY || rewrite_body(c, root);
+		json_decref(root);
+		if (!ok) {
+			fg_client_error(c, 500, "server_error", NULL, NULL,
+					"could not prepare the request for the engine", NULL);
+			return;
+		}
+		fg_metrics_observe_decision(&px->metrics, fg_now_ns() - t0);
+	} else if (t) {
+		fg_quota_count(t, FG_OUT_UNMETERED);
+	}
+	c->state = CL_ADMITTED;
+	fg_proxy_dispatch(c);
+}
+
+/* ---- I/O ----------------------------------------------------------------- */
+
+static void process_input(struct fg_client *c)
+{
+	while (c->state == CL_READING && fg_buf_used(&c->in)) {
+		size_t used = fg_buf_used(&c->in);
+		size_t n = http_parser_execute(&c->parser, &req_settings, fg_buf_head(&c->in), used);
+		fg_buf_consume(&c->in, n);
+		if (c->x.complete) {
+			http_parser_pause(&c->parser, 0);
+			handle_request(c);
+			continue;
+		}
+		if (HTTP_PARSER_ERRNO(&c->parser) != HPE_OK) {
+			bad_http(c);
+			break;
+		}
+		if (n < used)
+			break; /* cannot happen without an error; do not spin */
+	}
+}
+
+/* Returns -1 when the client is gone. */
+static int read_input(struct fg_client *c)
+{
+	for (;;) {
+		if (c->state != CL_READING && c->state != CL_CLOSING &&
+		    fg_buf_used(&c->in) >= FG_PIPELINE_MAX)
+			return 0; /* enough read ahead; EPOLLRDHUP still reports a hangup */
+		if (fg_buf_reserve(&c->in, READ_CHUNK)) {
+			fg_client_close(c);
+			return -1;
+		}
+		ssize_t n = recv(c->fd, c->in.data + c->in.len, c->in.cap - c->in.len, MSG_DONTWAIT);
+		if (n > 0) {
+			if (c->state == CL_CLOSING) { /* lingering: discard */
+				fg_buf_reset(&c->in);
+				continue;
+			}
+			c->in.len += (size_t)n;
+			if ((size_t)n < READ_CHUNK)
+				return 0; /* drained; epoll says when there is more */
+			continue;
+		}
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+			return 0;
+		c->read_eof = true;
+		return 0;
+	}
+}
+
+static void client_cb(struct fg_loop *loop, int fd, uint32_t events, void *ctx)
+{
+	struct fg_client *c = ctx;
+	(void)loop;
+	(void)fd;
+
+	if (events & EPOLLOUT && flush_or_close(c))
+		return;
+	if (events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) {
+		if (read_input(c))
+			return;
+		/* a client that leaves mid-exchange is billed what it got
+		 * (fg_client_close settles); an idle one just goes */
+		if (c->read_eof && (c->state != CL_READING || !fg_buf_used(&c->in))) {
+			fg_client_close(c);
+			return;
+		}
+		process_input(c);
+		if (c->read_eof && c->state == CL_READING) {
+			fg_client_close(c); /* EOF inside a request: nothing to answer */
+			return;
+		}
+	}
+	flush_or_close(c);
+}
+
+/* Timeouts, from the proxy's periodic sweep. */
+void fg_client_sweep(struct fg_client *c, uint64_t now)
+{
+	if (c->state == CL_UPSTREAM && fg_buf_used(&c->out) &&
+	    now - c->last_progress_ns > c->px->idle_ns) {
+		fg_client_close(c); /* stopped reading a response: billed what it got */
+		return;
+	}
+	if (now < c->deadline_ns)
+		return;
+	if (c->state == CL_READING && c->timeout_status) {
+		count_refusal(c, FG_OUT_BAD_REQUEST);
+		c->x.complete = false;
+		fg_client_error(c, 408, "invalid_request_error", "request_timeout", NULL,
+				c->x.headers_done ? "the request body did not arrive in time"
+						  : "the request headers did not arrive in time",
+				NULL);
+		flush_or_close(c);
+		return;
+	}
+	if (c->state == CL_READING || c->state == CL_CLOSING)
+		fg_client_close(c);
+}
+
+/* After an answer written from outside the read path (engine failure):
+ * serve what the client pipelined meanwhile, and flush. */
+void fg_client_resume(struct fg_client *c)
+{
+	process_input(c);
+	flush_or_close(c);
+}
+
+/* The exchange is over (response relayed, or an error answered by the
+ * upstream side): next request, or close. */
+void fg_client_exchange_done(struct fg_client *c)
+{
+	bool keep = c->keep_alive && !c->x.resp_until_close && !c->read_eof;
+
+	exchange_reset(c);
+	if (!keep) {
+		begin_closing(c);
+		flush_or_close(c);
+		return;
+	}
+	c->state = CL_READING;
+	c->deadline_ns = fg_now_ns() + c->px->idle_ns;
+	c->timeout_status = 0;
+	process_input(c);
+	flush_or_close(c);
+}

@@ -1,0 +1,216 @@
+/* proxy_internal.h — the proxy's connections and exchanges, shared by
+ * proxy.c (listeners, lifecycle, timers), proxy_client.c (the client side:
+ * HTTP in, identity, admission, responses out) and proxy_upstream.c (the
+ * engine side: pool, forwarding, response relay, settlement).
+ *
+ * One exchange per client connection at a time; pipelined requests wait in
+ * the client's input buffer. Admission (proxy_client.c: admit) and dispatch
+ * (fg_proxy_dispatch) are separate steps so a per-tenant queue can sit
+ * between them. */
+#ifndef FAIRGATE_PROXY_INTERNAL_H
+#define FAIRGATE_PROXY_INTERNAL_H
+
+#include <http_parser.h>
+#include <netinet/in.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+#include "agent/agent.h"
+#include "agent/buf.h"
+#include "agent/http_request.h"
+#include "agent/http_sse.h"
+#include "agent/metrics.h"
+#include "agent/quota.h"
+
+#define FG_MAX_HEADERS 100
+#define FG_TENANT_HEADER "x-fairgate-tenant"
+#define FG_SWEEP_NS 100000000ull        /* timeout sweep period */
+#define FG_LINGER_NS 2000000000ull      /* drain a closing client this long */
+#define FG_CONNECT_TIMEOUT_NS 5000000000ull
+#define FG_POOL_IDLE_NS 30000000000ull  /* idle engine connections closed after */
+#define FG_POOL_MAX_IDLE 512
+#define FG_OUT_HIGH (1u << 20)          /* stop reading the engine above this */
+#define FG_OUT_LOW (256u << 10)         /* resume below this */
+#define FG_PIPELINE_MAX (64u << 10)     /* buffered bytes of a next request */
+#define FG_RESP_COPY_MAX (16u << 20)    /* non-stream body kept for usage */
+
+struct fg_link {
+	struct fg_link *prev, *next;
+};
+
+static inline void fg_link_init(struct fg_link *l) { l->prev = l->next = l; }
+static inline bool fg_link_empty(const struct fg_link *l) { return l->next == l; }
+static inline void fg_link_add(struct fg_link *head, struct fg_link *l)
+{
+	l->next = head->next;
+	l->prev = head;
+	head->next->prev = l;
+	head->next = l;
+}
+static inline void fg_link_del(struct fg_link *l)
+{
+	l->prev->next = l->next;
+	l->next->prev = l->prev;
+	l->prev = l->next = l;
+}
+#define fg_container_of(p, type, member) ((type *)((char *)(p) - offsetof(type, member)))
+
+/* Header name/value pairs as offsets into one buffer. */
+struct fg_hdr {
+	uint32_t name, name_len, value, value_len;
+};
+struct fg_hdrs {
+	struct fg_buf raw;
+	struct fg_hdr h[FG_MAX_HEADERS];
+	uint32_t n;
+	bool in_value;
+	bool overflow;
+};
+
+struct fg_upstream;
+struct fg_proxy;
+
+enum fg_client_state {
+	CL_READING = 0,   /* waiting for / parsing a request */
+	CL_ADMITTED,      /* admitted, not yet dispatched (the future queue) */
+	CL_UPSTREAM,      /* forwarded; relaying the response */
+	CL_CLOSING,       /* flushing the last response, then lingering */
+};
+
+struct fg_exchange {
+	bool started;             /* first byte of a request seen */
+	bool headers_done, complete;
+	struct fg_hdrs hdrs;
+	uint32_t url, url_len;    /* offsets into hdrs.raw */
+	struct fg_buf body;
+	int reject_status;        /* set by parser callbacks: 413, 431... */
+	uint64_t started_ns, decided_ns;
+
+	enum fg_api api;
+	struct fg_tenant_rt *tenant; /* referenced while set */
+	struct fg_req_info info;
+	struct fg_price price;
+	bool reserved;            /* holds price.units until settled */
+	char *fwd_body;           /* rewritten JSON (malloc), or NULL: send body */
+	size_t fwd_len;
+
+	struct fg_upstream *up;
+	bool retried;
+
+	/* response */
+	int status;
+	bool head_sent;           /* status line gone to the client: no more 502s */
+	bool resp_chunked;        /* re-framed to the client as chunked */
+	bool resp_until_close;    /* close-delimited to the client */
+	bool resp_no_body;
+	bool resp_done;
+	bool sse;
+	struct fg_sse sse_state;
+	struct fg_hdrs rhdrs;
+	struct fg_buf resp_copy;
+	bool resp_copy_overflow;
+	uint64_t delivered_bytes;
+};
+
+struct fg_client {
+	struct fg_link link;
+	struct fg_proxy *px;
+	int fd;
+	struct sockaddr_storage peer, local;
+	socklen_t peer_len, local_len;
+	http_parser parser;
+	enum fg_client_state state;
+	struct fg_buf in, out;
+	uint32_t events;          /* epoll mask in force */
+	uint64_t deadline_ns;
+	int timeout_status;       /* what to answer when deadline_ns passes (0 = just close) */
+	uint64_t last_progress_ns;/* last successful write */
+	bool keep_alive;          /* of the current request */
+	bool closing_sent;        /* shutdown(SHUT_WR) done */
+	bool read_eof;
+	struct fg_tenant_rt *learned; /* tenant last published for this source */
+	struct fg_exchange x;
+};
+
+struct fg_upstream {
+	struct fg_link link;      /* proxy idle pool or busy list */
+	struct fg_proxy *px;
+	int fd;
+	bool connecting;
+	bool reused;
+	bool idle;
+	bool paused;              /* not reading: the client is slow */
+	uint32_t events;          /* epoll mask in force */
+	http_parser parser;
+	struct fg_buf out;        /* request head; the body is sent from the exchange */
+	size_t body_sent;
+	bool body_sent_all;
+	struct fg_client *client;
+	uint64_t deadline_ns;
+	uint64_t idle_since_ns;
+	bool got_bytes;
+};
+
+struct fg_proxy {
+	struct fg_agent_state *st;
+	int listen_fd;
+	struct sockaddr_storage engine;
+	socklen_t engine_len;
+	uint16_t exempt_lo, exempt_hi, exempt_next; /* transparent mode source ports */
+	struct fg_quota quota;
+	struct fg_link clients;
+	struct fg_link idle;      /* pooled engine connections, most recent first */
+	struct fg_link busy;
+	uint32_t n_clients, n_idle, n_busy;
+	uint64_t sweep_timer;
+	struct fg_metrics metrics;
+	struct fg_buf scratch;    /* one relay step's output, reused */
+	uint64_t started_ns;
+
+	/* from the policy, in ns / bytes */
+	uint64_t header_ns, body_ns, idle_ns, upstream_ns;
+	uint64_t max_body;
+};
+
+/* proxy.c */
+int fg_hostport_sockaddr(const struct fg_hostport *hp, struct sockaddr_storage *ss,
+			 socklen_t *len);
+/* A non-blocking listening socket; -1 with err naming `what`. */
+int fg_listen_tcp(const struct fg_hostport *hp, char *err, size_t errlen, const char *what);
+
+/* proxy_client.c */
+void fg_client_accept(struct fg_proxy *px, int fd, const struct sockaddr_storage *peer,
+		      socklen_t peer_len);
+void fg_client_close(struct fg_client *c);
+void fg_client_sweep(struct fg_client *c, uint64_t now_ns);
+/* The engine's answer is complete (or failed): settle, then serve the next
+ * pipelined request or close. */
+void fg_client_exchange_done(struct fg_client *c);
+/* Returns -1 when the client is gone (closed and freed). */
+int fg_client_flush(struct fg_client *c);
+void fg_client_resume(struct fg_client *c);
+void fg_client_update_events(struct fg_client *c);
+/* Append a proxy-made error response; ends the exchange. */
+void fg_client_error(struct fg_client *c, int status, const char *type, const char *code,
+		     const char *param, const char *message, const char *extra_headers);
+
+/* proxy_upstream.c */
+int fg_proxy_dispatch(struct fg_client *c);
+void fg_upstream_abort(struct fg_upstream *u);
+void fg_upstream_resume(struct fg_upstream *u);
+void fg_upstream_sweep(struct fg_upstream *u, uint64_t now_ns);
+void fg_upstream_close(struct fg_upstream *u);
+/* Settle an exchange on whatever is known (usage, delivered, failure). */
+void fg_exchange_settle(struct fg_client *c, enum fg_outcome o);
+
+/* headers */
+void fg_hdrs_reset(struct fg_hdrs *h);
+int fg_hdrs_on_field(struct fg_hdrs *h, const char *at, size_t len);
+int fg_hdrs_on_value(struct fg_hdrs *h, const char *at, size_t len);
+bool fg_hdr_is(const struct fg_hdrs *h, uint32_t i, const char *name);
+const char *fg_hdr_value(const struct fg_hdrs *h, uint32_t i, size_t *len);
+const char *fg_hdrs_get(const struct fg_hdrs *h, const char *name, size_t *len);
+bool fg_hop_by_hop(const struct fg_hdrs *h, uint32_t i);
+
+#endif

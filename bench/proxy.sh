@@ -1,0 +1,166 @@
+#!/usr/bin/env bash
+# proxy.sh BUILD_DIR — the admission proxy's benchmarks (`make bench` runs it
+# through bench/run.sh), each side by side in one run:
+#  1. requests/s (wrk, closed loop) and p50/p99 latency at a fixed offered
+#     rate (fg-load, open loop: no coordinated omission) for the same chat
+#     request sent straight to fairgate-sim, through Debian's nginx as a plain
+#     keep-alive reverse proxy (1 worker, our own config and prefix), and
+#     through fairgated (--no-bpf, one thread); rounds interleaved, medians;
+#  2. the admission decision's cost per request for 1 KiB, 64 KiB and 1 MiB
+#     bodies (fg-decision-bench, in-process);
+#  3. how many 429s per second the agent answers for an over-quota tenant
+#     (the number bench/gate.sh's SYN-drop rate is compared with).
+# Everything runs in namespaces it creates (fgt-pxb-*) and is removed on exit.
+set -u
+BUILD=$(cd "${1:-build}" && pwd)
+[ "$(id -u)" -eq 0 ] || { echo "proxy bench: needs root (namespaces)"; exit 0; }
+command -v wrk >/dev/null && command -v nginx >/dev/null ||
+	{ echo "proxy bench: needs wrk and nginx (scripts/deps.sh --bench)"; exit 1; }
+ROUNDS=${FG_BENCH_ROUNDS:-3} SECS=${FG_BENCH_SECONDS:-4} RATE=${FG_BENCH_RATE:-1000}
+SNS=fgt-pxb-s$$ CNS=fgt-pxb-c$$ SRV=10.251.0.1
+TMP=$(mktemp -d /tmp/fgt-pxb.XXXXXX)
+PIDS=()
+cleanup() {
+	for p in "${PIDS[@]}"; do kill -TERM "$p" 2>/dev/null; done
+	for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null; done
+	ip netns del "$SNS" 2>/dev/null
+	ip netns del "$CNS" 2>/dev/null
+	rm -rf "$TMP"
+}
+trap cleanup EXIT
+ip netns add "$SNS" && ip netns add "$CNS" || exit 1
+ip link add pxb-s netns "$SNS" type veth peer name pxb-c netns "$CNS"
+for ns in "$SNS" "$CNS"; do ip -n "$ns" link set lo up; done
+ip -n "$SNS" link set pxb-s up && ip -n "$CNS" link set pxb-c up
+ip -n "$SNS" addr add $SRV/24 dev pxb-s && ip -n "$CNS" addr add 10.251.0.2/24 dev pxb-c
+head -c 32 /dev/urandom >"$TMP/salt.key"
+chmod 600 "$TMP/salt.key"
+
+KEY=sk-bench KEY_FLOOD=sk-flood
+cat >"$TMP/policy.yaml" <<EOF
+tiers:
+  standard: {burst_s: 60, default_max_tokens: 16}
+tenants:
+  - name: bench
+    tier: standard
+    units_per_s: 1000000000
+    keys: ["sha256:$(printf %s $KEY | sha256sum | cut -d' ' -f1)"]
+  - name: flood
+    tier: standard
+    units_per_s: 100
+    keys: ["sha256:$(printf %s $KEY_FLOOD | sha256sum | cut -d' ' -f1)"]
+agent:
+  listen: 0.0.0.0:8000
+  engine: 127.0.0.1:8001
+  metrics_listen: 127.0.0.1:9464
+  salt_secret_file: $TMP/salt.key
+EOF
+mkdir -p "$TMP/nginx/logs"
+cat >"$TMP/nginx/nginx.conf" <<EOF
+worker_processes 1;
+daemon off;
+pid $TMP/nginx/nginx.pid;
+error_log $TMP/nginx/logs/error.log warn;
+events { worker_connections 4096; }
+http {
+	access_log off;
+	client_body_temp_path $TMP/nginx/body;
+	proxy_temp_path $TMP/nginx/proxy;
+	fastcgi_temp_path $TMP/nginx/fastcgi;
+	uwsgi_temp_path $TMP/nginx/uwsgi;
+	scgi_temp_path $TMP/nginx/scgi;
+	client_max_body_size 8m;
+	client_body_buffer_size 1m;
+	keepalive_requests 1000000;
+	upstream engine { server 127.0.0.1:8001; keepalive 128; }
+	server {
+		listen 8080;
+		location / {
+			proxy_pass http://engine;
+			proxy_http_version 1.1;
+			proxy_set_header Connection "";
+			proxy_buffering off;
+		}
+	}
+}
+EOF
+
+start() { # LOG CMD...
+	local log=$1; shift
+	"$@" >"$log" 2>&1 &
+	PIDS+=($!)
+}
+wait_port() {
+	for _ in $(seq 100); do
+		ip netns exec "$SNS" bash -c "exec 3<>/dev/tcp/127.0.0.1/$1" 2>/dev/null && return 0
+		sleep 0.1
+	done
+	echo "proxy bench: nothing listens on :$1"; tail -5 "$TMP"/*.log; exit 1
+}
+start "$TMP/sim.log" ip netns exec "$SNS" "$BUILD/fairgate-sim" --policy "$TMP/policy.yaml" \
+	--listen 0.0.0.0:8001 --speedup 0
+start "$TMP/agent.log" ip netns exec "$SNS" "$BUILD/fairgated" --policy "$TMP/policy.yaml" \
+	--ctl "$TMP/ctl.sock" --no-bpf
+start "$TMP/nginx.log" ip netns exec "$SNS" nginx -p "$TMP/nginx" -c "$TMP/nginx/nginx.conf"
+wait_port 8001; wait_port 8000; wait_port 8080
+
+BODY='{"model":"llama-3.3-70b","messages":[{"role":"system","content":"You are a helpful assistant."},{"role":"user","content":"What is the capital of France? Answer in one short sentence."}],"max_tokens":16}'
+cat >"$TMP/post.lua" <<EOF
+wrk.method = "POST"
+wrk.body = '$BODY'
+wrk.headers["Content-Type"] = "application/json"
+wrk.headers["Authorization"] = "Bearer " .. os.getenv("FG_KEY")
+EOF
+declare -A PORT=([direct]=8001 [nginx]=8080 [fairgated]=8000)
+PATHS=(direct nginx fairgated)
+
+# wrk: "Requests/sec: N"; fg-load: latency of 2xx at a fixed offered rate
+wrk_rps() { # PORT KEY
+	FG_KEY=$2 ip netns exec "$CNS" wrk -t1 -c32 -d"${SECS}s" -s "$TMP/post.lua" "http://$SRV:$1/v1/chat/completions" |
+		tee -a "$TMP/wrk.out" | awk '/^Requests\/sec:/ { print $2 }'
+}
+open_loop() { # PORT -> "p50 p99 ok sent"
+	ip netns exec "$CNS" "$BUILD/fg-load" --target "$SRV:$1" --duration "$SECS" --connections 32 \
+		--model llama-3.3-70b --tenant "b:$KEY:$RATE:60:16" 2>/dev/null |
+		jq -r '.tenants[0] | "\(.latency_ms.p50) \(.latency_ms.p99) \(.status["200"] // 0) \(.sent)"'
+}
+median() { sort -g | awk '{ a[NR] = $1 } END { print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2 }'; }
+
+echo "== proxy: the same chat request, straight to the simulator / through nginx / through fairgated =="
+echo "   ($ROUNDS interleaved rounds of ${SECS}s; wrk -c32 closed loop for req/s; fg-load open loop at $RATE req/s for latency)"
+for r in $(seq "$ROUNDS"); do
+	for p in "${PATHS[@]}"; do
+		echo "$(wrk_rps "${PORT[$p]}" $KEY)" >>"$TMP/rps.$p"
+		read -r p50 p99 ok sent <<<"$(open_loop "${PORT[$p]}")"
+		echo "$p50" >>"$TMP/p50.$p"; echo "$p99" >>"$TMP/p99.$p"
+		[ "$ok" = "$sent" ] || echo "   warning: $p round $r: $ok of $sent requests answered 200"
+	done
+done
+printf '%-10s %12s %10s %10s %12s %12s\n' path "req/s" "p50 ms" "p99 ms" "added p50" "added p99"
+for p in "${PATHS[@]}"; do
+	eval "R_$p=$(median <"$TMP/rps.$p") P50_$p=$(median <"$TMP/p50.$p") P99_$p=$(median <"$TMP/p99.$p")"
+done
+for p in "${PATHS[@]}"; do
+	eval "r=\$R_$p a=\$P50_$p b=\$P99_$p"
+	awk -v p="$p" -v r="$r" -v a="$a" -v b="$b" -v da="$P50_direct" -v db="$P99_direct" \
+		'BEGIN { printf "%-10s %12.0f %10.3f %10.3f %12.3f %12.3f\n", p, r, a, b, a - da, b - db }'
+done
+awk -v rf="$R_fairgated" -v rn="$R_nginx" -v af="$P50_fairgated" -v an="$P50_nginx" -v bf="$P99_fairgated" \
+	-v bn="$P99_nginx" -v d50="$P50_direct" -v d99="$P99_direct" 'BEGIN {
+	printf "fairgated vs nginx: %.2fx the req/s; added latency p50 %.3f vs %.3f ms, p99 %.3f vs %.3f ms\n",
+		rf / rn, af - d50, an - d50, bf - d99, bn - d99 }'
+if grep -q "Non-2xx" "$TMP/wrk.out"; then echo "   warning: some wrk responses were not 2xx"; fi
+
+echo
+echo "== admission decision cost per request (in-process, median of 7 runs) =="
+"$BUILD/fg-decision-bench" --runs 7
+
+echo
+echo "== 429s per second fairgated answers for an over-quota tenant (wrk -c32, ${SECS}s) =="
+FG_KEY=$KEY_FLOOD ip netns exec "$CNS" wrk -t1 -c32 -d"${SECS}s" -s "$TMP/post.lua" \
+	"http://$SRV:8000/v1/chat/completions" >"$TMP/flood.out"
+rps429=$(awk '/^Requests\/sec:/ { print $2 }' "$TMP/flood.out")
+non2xx=$(awk '/Non-2xx/ { print $NF }' "$TMP/flood.out")
+total=$(awk '/requests in/ { print $1 }' "$TMP/flood.out")
+printf 'agent 429s: %.0f responses/s (%s of %s were non-2xx)\n' "$rps429" "${non2xx:-0}" "$total"
+echo "agent_429_per_s=$rps429" >"${FG_BENCH_RESULTS:-/dev/null}"

@@ -1,0 +1,157 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/* steer.bpf.c — the sk_lookup program of transparent mode: a new TCP
+ * connection to a protected port in the node's namespace is handed to the
+ * agent's listening socket (kept in the `steer_sock` SOCKMAP) instead of the
+ * engine listening on that port, so the engine's deployment does not change.
+ *
+ *   not TCP / not a protected port          → no opinion (normal lookup)
+ *   the agent's own upstream connection     → no opinion: it must reach the
+ *     (to agent.engine, or from a source      engine
+ *      port in the exempt range)
+ *   tenant in a shed window, SYN not already
+ *     judged by gate on its interface        → SK_DROP (refused), unless the
+ *                                              allowance lets it through
+ *   agent listener present                   → that socket
+ *   no agent listener (agent down)           → no opinion: fail-open to the
+ *                                              engine
+ */
+#include <linux/bpf.h>
+#include <linux/in.h>
+#include <bpf/bpf_endian.h>
+#include <bpf/bpf_helpers.h>
+#include "maps/fairgate_maps.bpf.h"
+
+char LICENSE[] SEC("license") = "Dual BSD/GPL";
+
+#define CTX(field) (*(volatile typeof(field) *)&(field))
+
+#ifndef AF_INET
+#define AF_INET 2
+#define AF_INET6 10
+#endif
+
+struct {
+	__uint(type, BPF_MAP_TYPE_SOCKMAP);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64);
+} steer_sock SEC(".maps");
+
+static __always_inline int is_engine_path(const struct fg_node_state *n,
+					  const struct fg_src_key *local, __u16 port)
+{
+	const __u32 *a = (const __u32 *)local->addr;
+	const __u32 *e = (const __u32 *)n->steer_engine_addr;
+
+	return n->steer_engine_port == port && a[0] == e[0] && a[1] == e[1] && a[2] == e[2] &&
+	       a[3] == e[3];
+}
+
+static __always_inline int judged_by_gate(const struct fg_node_state *n, __u32 ifindex)
+{
+	for (int i = 0; i < FG_MAX_GATE_IFACES; i++) {
+		if (i >= n->n_gate_ifindex)
+			break;
+		if (n->gate_ifindex[i] == ifindex)
+			return 1;
+	}
+	return 0;
+}
+
+/* Refuse a tenant inside a shed window (the allowance aside). */
+static __always_inline int refused(struct bpf_sk_lookup *ctx, struct fg_node_state *n,
+				   const struct fg_src_key *remote)
+{
+	struct fg_tenant_counters *tc;
+	struct fg_tenant_state *t;
+	__u64 now;
+	__u32 tid;
+	int id;
+
+	if (judged_by_gate(n, ctx->ingress_ifindex))
+		return 0;
+	id = fg_attribute(remote, NULL);
+	if (id < 0)
+		return 0;
+	tid = (__u32)id;
+	t = bpf_map_lookup_elem(&tenants, &tid);
+	tc = bpf_map_lookup_elem(&tenant_stats, &tid);
+	if (!t || !tc || !(t->flags & FG_TENANT_ACTIVE))
+		return 0;
+	now = bpf_ktime_get_coarse_ns();
+	if (*(volatile __u64 *)&t->deny_until_ns <= now ||
+	    *(volatile __u32 *)&t->verdict != FG_VERDICT_SHED)
+		return 0;
+	if (fg_allowance_take(t, n, now)) {
+		tc->allowance_used++;
+		return 0;
+	}
+	tc->steer_refused++;
+	return 1;
+}
+
+SEC("sk_lookup")
+int fg_steer(struct bpf_sk_lookup *ctx)
+{
+	struct fg_src_key remote, local;
+	struct fg_node_counters *nc;
+	struct fg_node_state *n;
+	struct bpf_sock *sk;
+	__u32 zero = 0;
+	__u16 sport;
+	long err;
+
+	if (ctx->protocol != IPPROTO_TCP)
+		return SK_PASS;
+	n = bpf_map_lookup_elem(&node, &zero);
+	if (!n || !(n->steer_flags & FG_STEER_ON) || !fg_port_protected(n, (__u16)ctx->local_port))
+		return SK_PASS;
+	nc = bpf_map_lookup_elem(&node_stats, &zero);
+	if (!nc)
+		return SK_PASS;
+
+	/* Every ctx field read once, up front, with volatile loads: the
+	 * verifier only allows ctx reads at a constant offset from ctx itself,
+	 * and clang otherwise merges the IPv4 and IPv6 reads behind a computed
+	 * pointer. */
+	__u32 family = CTX(ctx->family);
+	__u32 rip4 = CTX(ctx->remote_ip4), lip4 = CTX(ctx->local_ip4);
+	__u32 rip6[4] = { CTX(ctx->remote_ip6[0]), CTX(ctx->remote_ip6[1]),
+			  CTX(ctx->remote_ip6[2]), CTX(ctx->remote_ip6[3]) };
+	__u32 lip6[4] = { CTX(ctx->local_ip6[0]), CTX(ctx->local_ip6[1]),
+			  CTX(ctx->local_ip6[2]), CTX(ctx->local_ip6[3]) };
+
+	if (family == AF_INET) {
+		fg_src_from_v4(&remote, rip4);
+		fg_src_from_v4(&local, lip4);
+	} else if (family == AF_INET6) {
+		__builtin_memcpy(remote.addr, rip6, 16);
+		__builtin_memcpy(local.addr, lip6, 16);
+	} else {
+		return SK_PASS;
+	}
+
+	sport = bpf_ntohs(ctx->remote_port);
+	if (is_engine_path(n, &local, (__u16)ctx->local_port) ||
+	    (n->steer_exempt_hi && sport >= n->steer_exempt_lo && sport <= n->steer_exempt_hi)) {
+		nc->steer_exempt++;
+		return SK_PASS;
+	}
+	if (refused(ctx, n, &remote))
+		return SK_DROP;
+
+	sk = bpf_map_lookup_elem(&steer_sock, &zero);
+	if (!sk) {
+		nc->steer_no_listener++;
+		return SK_PASS;
+	}
+	err = bpf_sk_assign(ctx, sk, 0);
+	bpf_sk_release(sk);
+	if (err) {
+		/* e.g. an IPv4 connection and a v6-only agent socket */
+		nc->steer_no_listener++;
+		return SK_PASS;
+	}
+	nc->steered++;
+	return SK_PASS;
+}

@@ -1,0 +1,130 @@
+/* fairgate_maps.bpf.h — the map definitions, BPF side. Every program that
+ * includes this declares the same maps pinned by name, so gate and steer
+ * loaded from separate objects share one set of pins under the pin dir. */
+#ifndef FAIRGATE_MAPS_BPF_H
+#define FAIRGATE_MAPS_BPF_H
+
+#include <linux/bpf.h>
+#include <bpf/bpf_helpers.h>
+#include "maps/fairgate_maps.h"
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, FG_MAP_MAX_TENANTS);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__type(key, __u32);
+	__type(value, struct fg_tenant_state);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} tenants SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, FG_MAP_MAX_TENANTS);
+	__type(key, __u32);
+	__type(value, struct fg_tenant_counters);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} tenant_stats SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LPM_TRIE);
+	__uint(max_entries, FG_MAP_MAX_STATIC);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, struct fg_lpm_key);
+	__type(value, struct fg_src_static);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} src_tenant SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, FG_MAP_MAX_LEARNED);
+	__type(key, struct fg_src_key);
+	__type(value, struct fg_src_learned);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} src_learned SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__type(key, __u32);
+	__type(value, struct fg_node_state);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} node SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct fg_node_counters);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} node_stats SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, FG_SHED_RING_BYTES);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} shed_events SEC(".maps");
+
+/* Both programs attribute sources the same way: a learned address that is
+ * not shared wins, else the policy's CIDRs; -1 = unattributed. */
+static __always_inline int fg_attribute(const struct fg_src_key *src, struct fg_node_counters *nc)
+{
+	struct fg_src_learned *learned = bpf_map_lookup_elem(&src_learned, src);
+	struct fg_lpm_key lk;
+	struct fg_src_static *st;
+
+	if (learned) {
+		if (!(learned->flags & FG_SRC_SHARED))
+			return (int)learned->tenant_id;
+		if (nc)
+			nc->shared_source++;
+	}
+	lk.prefixlen = 128;
+	__builtin_memcpy(lk.addr, src->addr, sizeof(lk.addr));
+	st = bpf_map_lookup_elem(&src_tenant, &lk);
+	return st ? (int)st->tenant_id : -1;
+}
+
+static __always_inline void fg_src_from_v4(struct fg_src_key *k, __be32 addr)
+{
+	__u32 *w = (__u32 *)k->addr;
+
+	w[0] = 0;
+	w[1] = 0;
+	w[2] = bpf_htonl(0xffff);
+	w[3] = addr;
+}
+
+static __always_inline int fg_port_protected(const struct fg_node_state *n, __u16 port)
+{
+	for (int i = 0; i < FG_MAX_PROTECTED_PORTS; i++) {
+		if (i >= (int)n->n_protected_ports)
+			break;
+		if (n->protected_ports[i] == port)
+			return 1;
+	}
+	return 0;
+}
+
+/* The allowance: GCRA over one 64-bit "theoretical arrival time", so the
+ * limit holds across CPUs without a lock (see maps/fairgate_maps.h). */
+static __always_inline int fg_allowance_take(struct fg_tenant_state *t, const struct fg_node_state *n,
+					     __u64 now)
+{
+	__u64 interval = n->allow_interval_ns, tolerance, tat, base;
+
+	if (!interval || !n->allow_burst)
+		return 0;
+	tolerance = interval * (n->allow_burst - 1);
+	for (int i = 0; i < 4; i++) {
+		tat = *(volatile __u64 *)&t->allow_tat_ns;
+		base = tat > now ? tat : now;
+		if (base - now > tolerance)
+			return 0;
+		if (__sync_val_compare_and_swap(&t->allow_tat_ns, tat, base + interval) == tat)
+			return 1;
+	}
+	return 0; /* lost the race four times: another CPU took it */
+}
+
+#endif

@@ -1,0 +1,192 @@
+/* fairgate_maps.h — the kernel/user ABI: every struct that crosses between
+ * the BPF programs (bpf/gate.bpf.c, bpf/steer.bpf.c) and userspace
+ * (fairgated, fairgatectl, the tests), plus map names and pin paths.
+ *
+ * Included by both sides, so it uses only <linux/types.h> types. The map
+ * definitions themselves live in fairgate_maps.bpf.h (BPF side); userspace
+ * finds the maps by pinned name under FG_PIN_DIR.
+ *
+ * Compatibility: libbpf refuses to reuse a pinned map whose key/value size
+ * or flags differ, so changing a struct here means a node must drop the old
+ * pins once (`fairgated --cleanup`). Append fields; do not reorder.
+ */
+#ifndef FAIRGATE_MAPS_H
+#define FAIRGATE_MAPS_H
+
+#include <linux/types.h>
+
+#define FG_PIN_DIR "/sys/fs/bpf/fairgate"
+
+/* Map names (also the pin file names under the pin dir; ≤ 15 chars). */
+#define FG_MAP_TENANTS      "tenants"      /* array, mmapable: struct fg_tenant_state */
+#define FG_MAP_TENANT_STATS "tenant_stats" /* percpu array: struct fg_tenant_counters */
+#define FG_MAP_SRC_TENANT   "src_tenant"   /* LPM trie: policy CIDRs → tenant */
+#define FG_MAP_SRC_LEARNED  "src_learned"  /* LRU hash: learned source → tenant */
+#define FG_MAP_NODE         "node"         /* array[1], mmapable: struct fg_node_state */
+#define FG_MAP_NODE_STATS   "node_stats"   /* percpu array[1]: struct fg_node_counters */
+#define FG_MAP_SHED_EVENTS  "shed_events"  /* ringbuf: struct fg_shed_event */
+#define FG_MAP_STEER_SOCK   "steer_sock"   /* sockmap[1]: the agent's listener */
+
+#define FG_MAP_MAX_TENANTS  1024           /* == FG_MAX_TENANTS in policy/policy.h */
+#define FG_MAP_MAX_LEARNED  65536
+#define FG_MAP_MAX_STATIC   16384
+#define FG_SHED_RING_BYTES  (256 * 1024)
+#define FG_NAME_LEN         32
+#define FG_MAX_PROTECTED_PORTS 8
+#define FG_MAX_GATE_IFACES 8
+
+/* What the datapath does with a tenant's new connections. */
+enum fg_verdict {
+	FG_VERDICT_ALLOW = 0,
+	FG_VERDICT_DELAY = 1, /* drop the SYN; the client's TCP retries later */
+	FG_VERDICT_SHED = 2,  /* answer RST+ACK (gate) / refuse (steer) */
+};
+
+enum fg_tenant_flags {
+	FG_TENANT_ACTIVE = 1u << 0, /* slot holds a tenant of the current policy */
+};
+
+/* The published quota state (written by the agent's controller, read by
+ * fairgatectl and bpftool; the BPF programs do not use it). Whole units. */
+struct fg_tenant_quota {
+	__s64 bucket_units;       /* token bucket level; < 0 = in debt */
+	__u64 rate_units_per_s;
+	__u64 burst_units;
+	__u64 reserved_units;     /* priced but not yet settled */
+	__u64 kv_resident_tokens;
+	__u64 kv_cap_tokens;
+	__u32 inflight;           /* requests inside the engine */
+	__u32 queued;             /* requests waiting in the gateway queue */
+	__u64 admitted;
+	__u64 rejected;
+	__u64 updated_ns;         /* CLOCK_MONOTONIC of the last publish */
+};
+
+/* One tenant; array index = tenant id = index in the policy's tenant list.
+ *
+ * The deny window: the datapath judges a new connection by `verdict` while
+ * bpf_ktime_get_ns() < deny_until_ns (CLOCK_MONOTONIC, so fg_now_ns()).
+ * Writers store verdict first and deny_until_ns last, so a reader that sees
+ * the new deadline also sees the new verdict.
+ *
+ * The allowance lets a few SYNs through a deny window so some clients still
+ * reach the agent and get a 429 with Retry-After. It is a token bucket kept
+ * as one GCRA "theoretical arrival time" (allow_tat_ns) updated with
+ * compare-and-swap: mmapable arrays cannot hold a bpf_spin_lock, and one
+ * 64-bit CAS keeps the limit exact across CPUs where a per-CPU bucket would
+ * let nr_cpus times the rate through. Rate and burst are node-wide
+ * (struct fg_node_state). */
+struct fg_tenant_state {
+	char name[FG_NAME_LEN];
+	char tier[FG_NAME_LEN];
+	__u32 flags;              /* FG_TENANT_* */
+	__u32 tier_rank;          /* 0 = lowest tier; see fg_node_state.overload_below */
+	__u32 verdict;            /* enum fg_verdict, meaningful inside the window */
+	__u32 deny_source;        /* enum fg_deny_source: who opened the window */
+	__u64 deny_until_ns;      /* 0 = no window */
+	__u64 allow_tat_ns;       /* allowance GCRA state (BPF-owned) */
+	struct fg_tenant_quota quota;
+};
+
+enum fg_deny_source {
+	FG_DENY_NONE = 0,
+	FG_DENY_OPERATOR = 1,     /* fairgatectl tenant deny */
+	FG_DENY_QUOTA = 2,        /* the agent's controller (bucket empty) */
+};
+
+/* Per-CPU, per-tenant (index = tenant id). Sum over CPUs to read. */
+struct fg_tenant_counters {
+	__u64 syn_passed;         /* judged SYNs let through (incl. allowance) */
+	__u64 syn_delayed;        /* SYNs dropped (delay) */
+	__u64 syn_shed;           /* SYNs answered with RST (shed or overload) */
+	__u64 allowance_used;     /* SYNs let through a deny window by the allowance */
+	__u64 overload_shed;      /* of syn_shed: shed because of node overload */
+	__u64 steer_refused;      /* connections refused by steer (sk_lookup) */
+};
+
+/* Node-wide settings (array of one, mmapable). */
+struct fg_node_state {
+	__u16 protected_ports[FG_MAX_PROTECTED_PORTS]; /* host order; 0 = unused */
+	__u32 n_protected_ports;
+	__u32 overload_below;     /* node overload: shed tiers with tier_rank <
+				   * this (0, the zeroed default, = none) */
+	__u64 allow_interval_ns;  /* 1e9 / deny_allowance_per_s; 0 = no allowance */
+	__u32 allow_burst;        /* SYNs the allowance may pass at once */
+	__u32 shed_sample_mask;   /* emit one shed event per (mask+1) per CPU/tenant */
+	__u64 agent_started_ns;   /* CLOCK_MONOTONIC of the owning fairgated start */
+	/* steer (sk_lookup). The agent's own upstream connections are never
+	 * steered: those to agent.engine (steer_engine_*), and any whose source
+	 * port lies in [steer_exempt_lo, steer_exempt_hi] (0 = no range). */
+	__u16 steer_exempt_lo;
+	__u16 steer_exempt_hi;
+	__u32 steer_flags;        /* FG_STEER_* */
+	__u8 steer_engine_addr[16]; /* fg_src_key form */
+	__u16 steer_engine_port;  /* host order; 0 = none */
+	__u16 n_gate_ifindex;
+	/* Interfaces gate is attached to: steer leaves the SYNs that came in
+	 * through them alone (gate has judged them, allowance included). */
+	__u32 gate_ifindex[FG_MAX_GATE_IFACES];
+};
+
+enum fg_steer_flags {
+	FG_STEER_ON = 1u << 0,    /* steering enabled (transparent mode) */
+};
+
+/* Per-CPU node counters (index 0). */
+struct fg_node_counters {
+	__u64 syn_judged;         /* SYNs to protected ports */
+	__u64 unattributed;       /* of those: no tenant (passed) */
+	__u64 shared_source;      /* of those: learned source shared by tenants */
+	__u64 not_judged;         /* malformed IP/TCP headers and fragments */
+	__u64 rst_sent;
+	__u64 rst_fallback_drop;  /* shed SYN with IP options / ext headers: dropped */
+	__u64 steered;            /* sk_lookup: handed to the agent */
+	__u64 steer_exempt;       /* sk_lookup: agent's own upstream connection */
+	__u64 steer_no_listener;  /* sk_lookup: no agent socket, fell through */
+};
+
+/* Source keys: IPv6, with IPv4 as ::ffff:a.b.c.d (RFC 4291 mapped). */
+struct fg_src_key {
+	__u8 addr[16] __attribute__((aligned(4))); /* BPF writes it as 4 words */
+};
+
+/* LPM trie key: prefixlen counts bits of the mapped address, so an IPv4
+ * /16 is stored as prefixlen 96 + 16. */
+struct fg_lpm_key {
+	__u32 prefixlen;
+	__u8 addr[16];
+};
+
+struct fg_src_static {
+	__u32 tenant_id;
+};
+
+enum fg_src_flags {
+	FG_SRC_SHARED = 1u << 0,  /* seen with more than one tenant: not attributed */
+};
+
+struct fg_src_learned {
+	__u32 tenant_id;
+	__u32 flags;              /* FG_SRC_* */
+	__u64 last_seen_ns;       /* CLOCK_MONOTONIC */
+};
+
+enum fg_shed_reason {
+	FG_SHED_DELAY = 1,
+	FG_SHED_RST = 2,
+	FG_SHED_OVERLOAD = 3,
+	FG_SHED_STEER = 4,
+};
+
+/* Sampled shed events (ringbuf). */
+struct fg_shed_event {
+	__u64 ts_ns;
+	__u32 tenant_id;
+	__u32 reason;             /* enum fg_shed_reason */
+	__u8 saddr[16];           /* fg_src_key form */
+	__u16 sport;              /* host order */
+	__u16 dport;
+	__u32 count;              /* per-CPU sheds of this tenant so far */
+};
+
+#endif

@@ -1,0 +1,996 @@
+/* test_gate.c — the XDP `gate` program run through BPF_PROG_TEST_RUN on
+ * hand-built frames: pass, delay, shed (the RST compared byte for byte with
+ * one built here independently, checksums included), IPv6, VLAN, SYN-ACK,
+ * other ports, non-TCP, every truncation, fragments, options, shared
+ * sources, allowance exhaustion, overload by tier, and a differential fuzz
+ * against a reference judge written in plain C. Maps are the skeleton's,
+ * unpinned, filled through agent/kernel_maps.c as fairgated fills them. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <arpa/inet.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+
+#include "agent/kernel_maps.h"
+#include "gate.skel.h"
+
+#define PORT 8000
+#define S_NS 1000000000ull
+
+static struct gate_bpf *skel;
+static struct fg_maps maps;
+static struct fg_policy *pol;
+static int prog_fd;
+
+enum { ACME = 0, BETA = 1 };
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * S_NS + (uint64_t)ts.tv_nsec;
+}
+
+/* ---- frames ---- */
+
+struct spec {
+	int v6;
+	const char *src, *dst;
+	uint16_t sport, dport;
+	uint8_t flags;       /* TCP flags byte */
+	uint32_t seq;
+	int tcp_opt;         /* bytes of TCP options, multiple of 4 */
+	int payload;
+	int vlans;
+	int ip_opt;          /* IPv4 option bytes, multiple of 4 */
+	int v6_ext;          /* hop-by-hop headers of 8 bytes */
+	uint8_t proto;       /* 0 = TCP */
+	uint16_t frag;       /* IPv4 frag_off, host order */
+};
+
+#define SYN 0x02
+#define ACK 0x10
+#define RST 0x04
+#define FIN 0x01
+
+static const uint8_t mac_node[6] = { 0x02, 0, 0, 0, 0, 0x01 };
+static const uint8_t mac_client[6] = { 0x02, 0, 0, 0, 0, 0x02 };
+
+static void put16(uint8_t *p, uint16_t v) { p[0] = (uint8_t)(v >> 8); p[1] = (uint8_t)v; }
+static void put32(uint8_t *p, uint32_t v) { put16(p, (uint16_t)(v >> 16)); put16(p + 2, (uint16_t)v); }
+static uint16_t get16(const uint8_t *p) { return (uint16_t)(p[0] << 8 | p[1]); }
+static uint32_t get32(const uint8_t *p) { return (uint32_t)get16(p) << 16 | get16(p + 2); }
+
+/* RFC 1071 over big-endian 16-bit words, the textbook way. */
+static uint32_t sum_be(const uint8_t *p, size_t n, uint32_t sum)
+{
+	for (size_t i = 0; i + 1 < n; i += 2)
+		sum += (uint32_t)(p[i] << 8 | p[i + 1]);
+	if (n & 1)
+		sum += (uint32_t)p[n - 1] << 8;
+	return sum;
+}
+
+static uint16_t fold(uint32_t sum)
+{
+	while (sum >> 16)
+		sum = (sum & 0xffff) + (sum >> 16);
+	return (uint16_t)~sum;
+}
+
+static uint16_t tcp_csum(int v6, const uint8_t *src, const uint8_t *dst, const uint8_t *tcp,
+			 size_t len)
+{
+	uint32_t sum = 0;
+
+	sum = sum_be(src, v6 ? 16 : 4, sum);
+	sum = sum_be(dst, v6 ? 16 : 4, sum);
+	sum += 6 + (uint32_t)len;
+	return fold(sum_be(tcp, len, sum));
+}
+
+static size_t l2(uint8_t *b, const uint8_t *dst, const uint8_t *src, int vlans, uint16_t type)
+{
+	size_t o = 12;
+
+	memcpy(b, dst, 6);
+	memcpy(b + 6, src, 6);
+	for (int i = 0; i < vlans; i++) {
+		put16(b + o, i == 0 && vlans == 2 ? 0x88a8 : 0x8100);
+		put16(b + o + 2, (uint16_t)(100 + i));
+		o += 4;
+	}
+	put16(b + o, type);
+	return o + 2;
+}
+
+static size_t build(uint8_t *b, const struct spec *sp)
+{
+	uint8_t src[16], dst[16];
+	size_t o, l3, l4, tcp_len = 20 + (size_t)sp->tcp_opt + (size_t)sp->payload;
+	uint8_t proto = sp->proto ? sp->proto : 6;
+
+	memset(b, 0, 2048);
+	inet_pton(sp->v6 ? AF_INET6 : AF_INET, sp->src, src);
+	inet_pton(sp->v6 ? AF_INET6 : AF_INET, sp->dst, dst);
+	o = l3 = l2(b, mac_node, mac_client, sp->vlans, sp->v6 ? 0x86dd : 0x0800);
+	if (!sp->v6) {
+		size_t ihl = 20 + (size_t)sp->ip_opt;
+
+		b[o] = (uint8_t)(0x40 | (ihl / 4));
+		put16(b + o + 2, (uint16_t)(ihl + tcp_len));
+		put16(b + o + 4, 0x1234);
+		put16(b + o + 6, sp->frag ? sp->frag : 0x4000);
+		b[o + 8] = 61;
+		b[o + 9] = proto;
+		memcpy(b + o + 12, src, 4);
+		memcpy(b + o + 16, dst, 4);
+		for (int i = 0; i < sp->ip_opt; i++)
+			b[o + 20 + (size_t)i] = 1; /* NOP options */
+		put16(b + o + 10, fold(sum_be(b + o, ihl, 0)));
+		o += ihl;
+	} else {
+		size_t ext = 8 * (size_t)sp->v6_ext;
+
+		put32(b + o, 0x60012345);
+		put16(b + o + 4, (uint16_t)(ext + tcp_len));
+		b[o + 6] = sp->v6_ext ? 0 : proto;
+		b[o + 7] = 61;
+		memcpy(b + o + 8, src, 16);
+		memcpy(b + o + 24, dst, 16);
+		o += 40;
+		for (int i = 0; i < sp->v6_ext; i++) {
+			b[o] = i + 1 < sp->v6_ext ? 0 : proto;
+			b[o + 1] = 0;
+			b[o + 2] = 1; /* PadN */
+			b[o + 3] = 4;
+			o += 8;
+		}
+	}
+	l4 = o;
+	put16(b + o, sp->sport ? sp->sport : 40000);
+	put16(b + o + 2, sp->dport ? sp->dport : PORT);
+	put32(b + o + 4, sp->seq);
+	b[o + 12] = (uint8_t)((5 + sp->tcp_opt / 4) << 4);
+	b[o + 13] = sp->flags ? sp->flags : SYN;
+	put16(b + o + 14, 64240);
+	for (int i = 0; i < sp->tcp_opt; i++)
+		b[o + 20 + (size_t)i] = 1;
+	if (sp->tcp_opt >= 4) { /* MSS 1460 */
+		b[o + 20] = 2; b[o + 21] = 4; put16(b + o + 22, 1460);
+	}
+	for (int i = 0; i < sp->payload; i++)
+		b[o + 20 + (size_t)sp->tcp_opt + (size_t)i] = (uint8_t)('a' + i % 26);
+	if (proto == 6)
+		put16(b + o + 16, tcp_csum(sp->v6, src, dst, b + o, tcp_len));
+	(void)l3;
+	return l4 + tcp_len;
+}
+
+/* The RST+ACK the kernel would send for this SYN, built from the spec. */
+static size_t expected_rst(uint8_t *b, const struct spec *sp)
+{
+	uint8_t src[16], dst[16];
+	size_t o;
+	uint32_t ack = sp->seq + 1 + (uint32_t)sp->payload + ((sp->flags & FIN) ? 1 : 0);
+
+	memset(b, 0, 2048);
+	inet_pton(sp->v6 ? AF_INET6 : AF_INET, sp->src, src);
+	inet_pton(sp->v6 ? AF_INET6 : AF_INET, sp->dst, dst);
+	o = l2(b, mac_client, mac_node, sp->vlans, sp->v6 ? 0x86dd : 0x0800);
+	if (!sp->v6) {
+		b[o] = 0x45;
+		put16(b + o + 2, 40);
+		put16(b + o + 6, 0x4000);
+		b[o + 8] = 64;
+		b[o + 9] = 6;
+		memcpy(b + o + 12, dst, 4);
+		memcpy(b + o + 16, src, 4);
+		put16(b + o + 10, fold(sum_be(b + o, 20, 0)));
+		o += 20;
+	} else {
+		put32(b + o, 0x60000000);
+		put16(b + o + 4, 20);
+		b[o + 6] = 6;
+		b[o + 7] = 64;
+		memcpy(b + o + 8, dst, 16);
+		memcpy(b + o + 24, src, 16);
+		o += 40;
+	}
+	put16(b + o, sp->dport ? sp->dport : PORT);
+	put16(b + o + 2, sp->sport ? sp->sport : 40000);
+	put32(b + o + 8, ack);
+	b[o + 12] = 0x50;
+	b[o + 13] = RST | ACK;
+	put16(b + o + 16, tcp_csum(sp->v6, dst, src, b + o, 20));
+	return o + 20;
+}
+
+/* ---- running and state ---- */
+
+static int run(const uint8_t *in, size_t len, uint8_t *out, uint32_t *out_len)
+{
+	uint8_t scratch[2048];
+	LIBBPF_OPTS(bpf_test_run_opts, o, .data_in = in, .data_size_in = (uint32_t)len,
+		    .data_out = out ? out : scratch, .data_size_out = 2048, .repeat = 1);
+	int rc = bpf_prog_test_run_opts(prog_fd, &o);
+
+	if (rc) {
+		fprintf(stderr, "BPF_PROG_TEST_RUN failed: %d (len %zu)\n", rc, len);
+		fail();
+	}
+	if (out_len)
+		*out_len = o.data_size_out;
+	return (int)o.retval;
+}
+
+static int run_spec(const struct spec *sp)
+{
+	uint8_t in[2048];
+
+	return run(in, build(in, sp), NULL, NULL);
+}
+
+static struct fg_tenant_counters counters(uint32_t id)
+{
+	struct fg_tenant_counters c;
+
+	assert_int_equal(fg_maps_tenant_counters(&maps, id, &c), 0);
+	return c;
+}
+
+static struct fg_node_counters node_counters(void)
+{
+	struct fg_node_counters c;
+
+	assert_int_equal(fg_maps_node_counters(&maps, &c), 0);
+	return c;
+}
+
+static void add_cidr(struct fg_tenant *t, int fam, const char *addr, int len)
+{
+	struct fg_cidr *c = &t->sources[t->n_sources++];
+
+	c->family = (uint8_t)fam;
+	c->prefixlen = (uint8_t)len;
+	inet_pton(fam, addr, c->addr);
+}
+
+static void make_policy(struct fg_policy *p)
+{
+	fg_policy_defaults(p);
+	p->n_tiers = 2;
+	snprintf(p->tiers[0].name, FG_NAME_MAX, "standard");
+	p->tiers[0].weight = 1;
+	p->tiers[0].kv_cap_tokens = 131072;
+	snprintf(p->tiers[1].name, FG_NAME_MAX, "premium");
+	p->tiers[1].weight = 2;
+	p->tiers[1].kv_cap_tokens = 262144;
+	p->n_tenants = 2;
+	snprintf(p->tenants[ACME].name, FG_NAME_MAX, "acme");
+	p->tenants[ACME].id = ACME;
+	p->tenants[ACME].tier = 1;
+	p->tenants[ACME].units_per_s = 9000;
+	p->tenants[ACME].burst_s = 60;
+	add_cidr(&p->tenants[ACME], AF_INET, "10.1.0.0", 16);
+	add_cidr(&p->tenants[ACME], AF_INET6, "2001:db8:1::", 48);
+	snprintf(p->tenants[BETA].name, FG_NAME_MAX, "beta");
+	p->tenants[BETA].id = BETA;
+	p->tenants[BETA].tier = 0;
+	p->tenants[BETA].units_per_s = 3000;
+	p->tenants[BETA].burst_s = 60;
+	add_cidr(&p->tenants[BETA], AF_INET, "10.2.0.0", 16);
+	add_cidr(&p->tenants[BETA], AF_INET6, "2001:db8:2::", 48);
+	p->agent.n_protected_ports = 2;
+	p->agent.protected_ports[0] = PORT;
+	p->agent.protected_ports[1] = 8443;
+	p->agent.deny_allowance_per_s = 0;
+}
+
+/* Each test starts from: policy applied, no windows, no allowance, no
+ * overload, no learned sources, counters zero. */
+static int reset(void **state)
+{
+	char err[256];
+	struct fg_src_key k;
+	int ncpu = maps.ncpus;
+	void *zero = calloc((size_t)ncpu, 64);
+
+	(void)state;
+	make_policy(pol);
+	if (fg_maps_apply_policy(&maps, pol, err, sizeof(err))) {
+		fprintf(stderr, "apply: %s\n", err);
+		free(zero);
+		return -1;
+	}
+	for (uint32_t i = 0; i < 4; i++) {
+		fg_maps_set_deny(&maps, i, 0, FG_VERDICT_ALLOW, 0);
+		maps.tenants[i].allow_tat_ns = 0;
+		bpf_map_update_elem(maps.tenant_stats_fd, &i, zero, BPF_ANY);
+	}
+	uint32_t z = 0;
+	bpf_map_update_elem(maps.node_stats_fd, &z, zero, BPF_ANY);
+	while (!bpf_map_get_next_key(maps.src_learned_fd, NULL, &k))
+		bpf_map_delete_elem(maps.src_learned_fd, &k);
+	fg_maps_set_overload_rank(&maps, -1);
+	free(zero);
+	return 0;
+}
+
+static int setup(void **state)
+{
+	char err[256];
+
+	(void)state;
+	libbpf_set_strict_mode(LIBBPF_STRICT_ALL);
+	skel = gate_bpf__open();
+	if (!skel)
+		return -1;
+	/* No pins: this test must not touch the node's /sys/fs/bpf/fairgate. */
+	bpf_map__set_pin_path(skel->maps.tenants, NULL);
+	bpf_map__set_pin_path(skel->maps.tenant_stats, NULL);
+	bpf_map__set_pin_path(skel->maps.src_tenant, NULL);
+	bpf_map__set_pin_path(skel->maps.src_learned, NULL);
+	bpf_map__set_pin_path(skel->maps.node, NULL);
+	bpf_map__set_pin_path(skel->maps.node_stats, NULL);
+	bpf_map__set_pin_path(skel->maps.shed_events, NULL);
+	if (gate_bpf__load(skel)) {
+		fprintf(stderr, "gate_bpf__load failed (are you root?)\n");
+		return -1;
+	}
+	prog_fd = bpf_program__fd(skel->progs.fg_gate);
+	if (fg_maps_from_fds(&maps, bpf_map__fd(skel->maps.tenants),
+			     bpf_map__fd(skel->maps.tenant_stats), bpf_map__fd(skel->maps.src_tenant),
+			     bpf_map__fd(skel->maps.src_learned), bpf_map__fd(skel->maps.node),
+			     bpf_map__fd(skel->maps.node_stats), bpf_map__fd(skel->maps.shed_events),
+			     err, sizeof(err))) {
+		fprintf(stderr, "maps: %s\n", err);
+		return -1;
+	}
+	pol = calloc(1, sizeof(*pol));
+	return pol ? 0 : -1;
+}
+
+static int teardown(void **state)
+{
+	(void)state;
+	fg_maps_close(&maps);
+	gate_bpf__destroy(skel);
+	free(pol);
+	return 0;
+}
+
+static void deny(uint32_t id, int verdict, uint64_t for_ns)
+{
+	assert_int_equal(fg_maps_set_deny(&maps, id, now_ns() + for_ns, verdict, FG_DENY_OPERATOR), 0);
+}
+
+/* ---- the table ---- */
+
+static void passes_without_a_window(void **state)
+{
+	(void)state;
+	struct spec sp = { .src = "10.1.2.3", .dst = "10.0.0.1", .seq = 1000 };
+
+	assert_int_equal(run_spec(&sp), XDP_PASS);
+	assert_int_equal(counters(ACME).syn_passed, 1);
+	assert_int_equal(counters(ACME).syn_shed, 0);
+	assert_int_equal(node_counters().syn_judged, 1);
+	/* The same tenant on its second protected port. */
+	sp.dport = 8443;
+	assert_int_equal(run_spec(&sp), XDP_PASS);
+	assert_int_equal(counters(ACME).syn_passed, 2);
+}
+
+static int count_event(void *ctx, void *data, size_t len)
+{
+	struct fg_shed_event *out = ctx;
+
+	if (len >= sizeof(*out))
+		*out = *(struct fg_shed_event *)data;
+	return 0;
+}
+
+static void delay_drops_the_syn(void **state)
+{
+	(void)state;
+	struct spec sp = { .src = "10.1.2.3", .dst = "10.0.0.1", .seq = 1000, .tcp_opt = 20 };
+	struct fg_shed_event ev = { 0 };
+	struct ring_buffer *rb = ring_buffer__new(maps.shed_events_fd, count_event, &ev, NULL);
+
+	assert_non_null(rb);
+	ring_buffer__consume(rb); /* drain earlier tests' events */
+	memset(&ev, 0, sizeof(ev));
+	deny(ACME, FG_VERDICT_DELAY, 60 * S_NS);
+	assert_int_equal(run_spec(&sp), XDP_DROP);
+	assert_int_equal(counters(ACME).syn_delayed, 1);
+	assert_int_equal(counters(ACME).syn_passed, 0);
+	/* Sampled: the first one of a tenant is always reported. */
+	assert_true(ring_buffer__consume(rb) >= 1);
+	assert_int_equal(ev.tenant_id, ACME);
+	assert_int_equal(ev.reason, FG_SHED_DELAY);
+	assert_int_equal(ev.dport, PORT);
+	assert_int_equal(ev.sport, 40000);
+	ring_buffer__free(rb);
+	/* The other tenant is untouched. */
+	sp.src = "10.2.0.9";
+	assert_int_equal(run_spec(&sp), XDP_PASS);
+	assert_int_equal(counters(BETA).syn_passed, 1);
+}
+
+static void expect_rst(const struct spec *sp)
+{
+	uint8_t in[2048], out[2048], want[2048];
+	size_t len = build(in, sp), want_len = expected_rst(want, sp);
+	uint32_t out_len = 0;
+
+	assert_int_equal(run(in, len, out, &out_len), XDP_TX);
+	assert_int_equal(out_len, want_len);
+	if (memcmp(out, want, want_len)) {
+		for (size_t i = 0; i < want_len; i++)
+			if (out[i] != want[i])
+				fprintf(stderr, "byte %zu: got %02x want %02x\n", i, out[i], want[i]);
+		fail_msg("RST differs from the expected frame");
+	}
+	/* And the checksums verify the way a receiver checks them. */
+	size_t l3 = 14 + 4 * (size_t)sp->vlans, l4 = l3 + (sp->v6 ? 40 : 20);
+	if (!sp->v6)
+		assert_int_equal(fold(sum_be(out + l3, 20, 0)), 0);
+	assert_int_equal(tcp_csum(sp->v6, out + l3 + (sp->v6 ? 8 : 12),
+				  out + l3 + (sp->v6 ? 24 : 16), out + l4, 20), 0);
+}
+
+static void shed_answers_rst_ack(void **state)
+{
+	(void)state;
+	struct spec sp = { .src = "10.1.2.3", .dst = "10.0.0.1", .sport = 51234, .seq = 0xfffffff0,
+			   .tcp_opt = 20 };
+
+	deny(ACME, FG_VERDICT_SHED, 60 * S_NS);
+	expect_rst(&sp);
+	assert_int_equal(counters(ACME).syn_shed, 1);
+	assert_int_equal(node_counters().rst_sent, 1);
+	/* A SYN carrying data (TFO) and FIN: ACK covers all of it. */
+	struct spec data = { .src = "10.1.2.3", .dst = "10.0.0.1", .seq = 77, .tcp_opt = 12,
+			     .payload = 33, .flags = SYN | FIN };
+	expect_rst(&data);
+	/* Sequence wrap: 0xffffffff + 1 = 0. */
+	struct spec wrap = { .src = "10.1.2.3", .dst = "10.0.0.1", .seq = 0xffffffff };
+	expect_rst(&wrap);
+	assert_int_equal(counters(ACME).syn_shed, 3);
+}
+
+static void shed_ipv6(void **state)
+{
+	(void)state;
+	struct spec sp = { .v6 = 1, .src = "2001:db8:1::42", .dst = "2001:db8::1", .seq = 4242,
+			   .tcp_opt = 20 };
+
+	assert_int_equal(run_spec(&sp), XDP_PASS);
+	deny(ACME, FG_VERDICT_SHED, 60 * S_NS);
+	expect_rst(&sp);
+	sp.payload = 10;
+	expect_rst(&sp);
+	deny(ACME, FG_VERDICT_DELAY, 60 * S_NS);
+	assert_int_equal(run_spec(&sp), XDP_DROP);
+	struct spec beta = { .v6 = 1, .src = "2001:db8:2::7", .dst = "2001:db8::1" };
+	assert_int_equal(run_spec(&beta), XDP_PASS);
+	assert_int_equal(counters(ACME).syn_shed, 2);
+	assert_int_equal(counters(ACME).syn_delayed, 1);
+	assert_int_equal(counters(BETA).syn_passed, 1);
+}
+
+static void shed_vlan_tagged(void **state)
+{
+	(void)state;
+	deny(ACME, FG_VERDICT_SHED, 60 * S_NS);
+	struct spec one = { .src = "10.1.2.3", .dst = "10.0.0.1", .vlans = 1, .tcp_opt = 8 };
+	expect_rst(&one);
+	struct spec two = { .v6 = 1, .src = "2001:db8:1::1", .dst = "2001:db8::1", .vlans = 2 };
+	expect_rst(&two);
+	/* Three tags: more than we walk, not judged. */
+	struct spec three = { .src = "10.1.2.3", .dst = "10.0.0.1", .vlans = 3 };
+	assert_int_equal(run_spec(&three), XDP_PASS);
+	assert_int_equal(counters(ACME).syn_shed, 2);
+}
+
+static void syn_ack_and_others_pass(void **state)
+{
+	(void)state;
+	deny(ACME, FG_VERDICT_SHED, 60 * S_NS);
+	uint8_t flag_sets[] = { SYN | ACK, ACK, ACK | FIN, RST, RST | ACK, SYN | RST, 0, FIN };
+
+	for (size_t i = 0; i < sizeof(flag_sets); i++) {
+		struct spec sp = { .src = "10.1.2.3", .dst = "10.0.0.1", .flags = flag_sets[i] };
+
+		if (!flag_sets[i])
+			sp.flags = 0x40; /* ECE alone */
+		assert_int_equal(run_spec(&sp), XDP_PASS);
+	}
+	/* Unprotected port. */
+	struct spec other = { .src = "10.1.2.3", .dst = "10.0.0.1", .dport = 22 };
+	assert_int_equal(run_spec(&other), XDP_PASS);
+	other.dport = 8001;
+	assert_int_equal(run_spec(&other), XDP_PASS);
+	/* UDP and ICMP to the protected port number. */
+	struct spec udp = { .src = "10.1.2.3", .dst = "10.0.0.1", .proto = 17 };
+	assert_int_equal(run_spec(&udp), XDP_PASS);
+	struct spec icmp6 = { .v6 = 1, .src = "2001:db8:1::1", .dst = "2001:db8::1", .proto = 58 };
+	assert_int_equal(run_spec(&icmp6), XDP_PASS);
+	/* ARP. */
+	uint8_t arp[60] = { 0 };
+	l2(arp, mac_node, mac_client, 0, 0x0806);
+	assert_int_equal(run(arp, sizeof(arp), NULL, NULL), XDP_PASS);
+	struct fg_tenant_counters c = counters(ACME);
+	assert_int_equal(c.syn_shed + c.syn_delayed + c.syn_passed, 0);
+	assert_int_equal(node_counters().syn_judged, 0);
+}
+
+static void unattributed_and_expired_pass(void **state)
+{
+	(void)state;
+	deny(ACME, FG_VERDICT_SHED, 60 * S_NS);
+	struct spec stranger = { .src = "192.0.2.1", .dst = "10.0.0.1" };
+	assert_int_equal(run_spec(&stranger), XDP_PASS);
+	assert_int_equal(node_counters().unattributed, 1);
+	/* A window that ended is no window (gate reads the coarse clock,
+	 * up to a tick behind: "ended" here is a second ago). */
+	assert_int_equal(fg_maps_set_deny(&maps, ACME, now_ns() - S_NS, FG_VERDICT_SHED, 1), 0);
+	struct spec sp = { .src = "10.1.2.3", .dst = "10.0.0.1" };
+	assert_int_equal(run_spec(&sp), XDP_PASS);
+	/* allow clears it. */
+	deny(ACME, FG_VERDICT_SHED, 60 * S_NS);
+	assert_int_equal(run_spec(&sp), XDP_TX);
+	fg_maps_set_deny(&maps, ACME, 0, FG_VERDICT_ALLOW, 0);
+	assert_int_equal(run_spec(&sp), XDP_PASS);
+	/* A window past the policy's tenants (inactive slot) never judges. */
+	fg_maps_set_deny(&maps, 5, now_ns() + 60 * S_NS, FG_VERDICT_SHED, 1);
+	struct fg_src_key k;
+	fg_src_key_parse("192.0.2.5", &k);
+	assert_true(fg_maps_learn_source(&maps, &k, 5, now_ns()) >= 0);
+	struct spec ghost = { .src = "192.0.2.5", .dst = "10.0.0.1" };
+	assert_int_equal(run_spec(&ghost), XDP_PASS);
+	fg_maps_set_deny(&maps, 5, 0, FG_VERDICT_ALLOW, 0);
+}
+
+static void truncated_frames_never_judged(void **state)
+{
+	(void)state;
+	struct spec specs[] = {
+		{ .src = "10.1.2.3", .dst = "10.0.0.1", .tcp_opt = 20, .payload = 5 },
+		{ .v6 = 1, .src = "2001:db8:1::1", .dst = "2001:db8::1", .tcp_opt = 12 },
+		{ .src = "10.1.2.3", .dst = "10.0.0.1", .vlans = 2, .tcp_opt = 4 },
+		{ .v6 = 1, .src = "2001:db8:1::1", .dst = "2001:db8::1", .v6_ext = 2 },
+	};
+
+	deny(ACME, FG_VERDICT_SHED, 60 * S_NS);
+	for (size_t s = 0; s < sizeof(specs) / sizeof(specs[0]); s++) {
+		uint8_t in[2048];
+		size_t full = build(in, &specs[s]);
+
+		/* XDP test runs need at least an Ethernet header. */
+		for (size_t len = 14; len < full; len++)
+			assert_int_equal(run(in, len, NULL, NULL), XDP_PASS);
+		/* Trailing bytes after the datagram (Ethernet padding) are fine. */
+		int full_rc = run(in, full, NULL, NULL);
+		assert_true(full_rc == XDP_TX || full_rc == XDP_DROP);
+		memset(in + full, 0, 16);
+		assert_int_equal(run(in, full + 16, NULL, NULL), full_rc);
+	}
+}
+
+static void malformed_headers_pass(void **state)
+{
+	(void)state;
+	uint8_t in[2048];
+	struct spec sp = { .src = "10.1.2.3", .dst = "10.0.0.1", .tcp_opt = 8 };
+	size_t len;
+
+	deny(ACME, FG_VERDICT_SHED, 60 * S_NS);
+	/* Fragments: first (MF), middle, last. */
+	uint16_t frags[] = { 0x2000, 0x2010, 0x0010 };
+	for (size_t i = 0; i < 3; i++) {
+		sp.frag = frags[i];
+		assert_int_equal(run_spec(&sp), XDP_PASS);
+	}
+	sp.frag = 0;
+	/* ihl < 5, version 5, doff < 5, doff beyond the datagram, tot_len short. */
+	len = build(in, &sp);
+	in[14] = 0x44;
+	assert_int_equal(run(in, len, NULL, NULL), XDP_PASS);
+	len = build(in, &sp);
+	in[14] = 0x55;
+	assert_int_equal(run(in, len, NULL, NULL), XDP_PASS);
+	len = build(in, &sp);
+	in[14 + 20 + 12] = 0x40;
+	assert_int_equal(run(in, len, NULL, NULL), XDP_PASS);
+	len = build(in, &sp);
+	in[14 + 20 + 12] = 0xf0;
+	assert_int_equal(run(in, len, NULL, NULL), XDP_PASS);
+	len = build(in, &sp);
+	put16(in + 16, 30); /* tot_len < ihl + tcp */
+	assert_int_equal(run(in, len, NULL, NULL), XDP_PASS);
+	len = build(in, &sp);
+	put16(in + 16, 10); /* tot_len < ihl */
+	assert_int_equal(run(in, len, NULL, NULL), XDP_PASS);
+	/* IPv6 fragment header, and five extension headers. */
+	struct spec v6 = { .v6 = 1, .src = "2001:db8:1::1", .dst = "2001:db8::1", .v6_ext = 1 };
+	len = build(in, &v6);
+	in[14 + 6] = 44;
+	assert_int_equal(run(in, len, NULL, NULL), XDP_PASS);
+	v6.v6_ext = 5;
+	assert_int_equal(run_spec(&v6), XDP_PASS);
+	assert_int_equal(counters(ACME).syn_shed, 0);
+	assert_true(node_counters().not_judged >= 10);
+}
+
+static void options_shed_by_drop(void **state)
+{
+	(void)state;
+	deny(ACME, FG_VERDICT_SHED, 60 * S_NS);
+	/* IPv4 options / IPv6 extension headers: judged, refused by a drop
+	 * because an RST must not echo them. */
+	struct spec v4 = { .src = "10.1.2.3", .dst = "10.0.0.1", .ip_opt = 8 };
+	assert_int_equal(run_spec(&v4), XDP_DROP);
+	struct spec v6 = { .v6 = 1, .src = "2001:db8:1::1", .dst = "2001:db8::1", .v6_ext = 4 };
+	assert_int_equal(run_spec(&v6), XDP_DROP);
+	assert_int_equal(counters(ACME).syn_shed, 2);
+	assert_int_equal(node_counters().rst_fallback_drop, 2);
+	/* Without a window they pass like any SYN. */
+	fg_maps_set_deny(&maps, ACME, 0, 0, 0);
+	assert_int_equal(run_spec(&v4), XDP_PASS);
+	assert_int_equal(run_spec(&v6), XDP_PASS);
+}
+
+static void learned_and_shared_sources(void **state)
+{
+	(void)state;
+	struct fg_src_key k;
+	struct spec nat = { .src = "192.0.2.10", .dst = "10.0.0.1" };
+	struct spec in_acme_cidr = { .src = "10.1.9.9", .dst = "10.0.0.1" };
+
+	deny(BETA, FG_VERDICT_SHED, 60 * S_NS);
+	/* Learned beats static: an acme-CIDR address that authenticated as beta. */
+	fg_src_key_parse("10.1.9.9", &k);
+	assert_int_equal(fg_maps_learn_source(&maps, &k, BETA, now_ns()), 0);
+	assert_int_equal(run_spec(&in_acme_cidr), XDP_TX);
+	assert_int_equal(counters(BETA).syn_shed, 1);
+	/* Seen with acme too: shared, so the static CIDR (acme) decides. */
+	assert_int_equal(fg_maps_learn_source(&maps, &k, ACME, now_ns()), 1);
+	assert_int_equal(run_spec(&in_acme_cidr), XDP_PASS);
+	assert_int_equal(counters(ACME).syn_passed, 1);
+	/* An address with no CIDR: learned for beta → shed; shared → pass. */
+	fg_src_key_parse("192.0.2.10", &k);
+	assert_int_equal(fg_maps_learn_source(&maps, &k, BETA, now_ns()), 0);
+	assert_int_equal(fg_maps_learn_source(&maps, &k, BETA, now_ns()), 0); /* same tenant again */
+	assert_int_equal(run_spec(&nat), XDP_TX);
+	assert_int_equal(fg_maps_learn_source(&maps, &k, ACME, now_ns()), 1);
+	assert_int_equal(run_spec(&nat), XDP_PASS);
+	assert_int_equal(fg_maps_learn_source(&maps, &k, BETA, now_ns()), 1); /* stays shared */
+	assert_int_equal(run_spec(&nat), XDP_PASS);
+	struct fg_node_counters nc = node_counters();
+	assert_int_equal(nc.shared_source, 3);
+	assert_int_equal(nc.unattributed, 2);
+	/* IPv6 learned. */
+	struct spec v6 = { .v6 = 1, .src = "2001:db8:99::5", .dst = "2001:db8::1" };
+	assert_int_equal(run_spec(&v6), XDP_PASS);
+	fg_src_key_parse("2001:db8:99::5", &k);
+	fg_maps_learn_source(&maps, &k, BETA, now_ns());
+	expect_rst(&v6);
+}
+
+static void allowance_then_shed(void **state)
+{
+	(void)state;
+	struct spec sp = { .src = "10.1.2.3", .dst = "10.0.0.1" };
+
+	/* 2 per second, burst 2: two pass, the third is shed. */
+	maps.node->allow_interval_ns = S_NS / 2;
+	maps.node->allow_burst = 2;
+	deny(ACME, FG_VERDICT_SHED, 60 * S_NS);
+	assert_int_equal(run_spec(&sp), XDP_PASS);
+	assert_int_equal(run_spec(&sp), XDP_PASS);
+	assert_int_equal(run_spec(&sp), XDP_TX);
+	assert_int_equal(run_spec(&sp), XDP_TX);
+	struct fg_tenant_counters c = counters(ACME);
+	assert_int_equal(c.allowance_used, 2);
+	assert_int_equal(c.syn_passed, 2);
+	assert_int_equal(c.syn_shed, 2);
+	/* Another tenant's allowance is its own. */
+	deny(BETA, FG_VERDICT_DELAY, 60 * S_NS);
+	struct spec beta = { .src = "10.2.3.4", .dst = "10.0.0.1" };
+	assert_int_equal(run_spec(&beta), XDP_PASS);
+	assert_int_equal(run_spec(&beta), XDP_PASS);
+	assert_int_equal(run_spec(&beta), XDP_DROP);
+	/* Half a second later one more token has come back. */
+	usleep(550 * 1000);
+	assert_int_equal(run_spec(&sp), XDP_PASS);
+	assert_int_equal(run_spec(&sp), XDP_TX);
+	assert_int_equal(counters(ACME).allowance_used, 3);
+	/* The allowance is only for deny windows: outside one nothing is used. */
+	fg_maps_set_deny(&maps, ACME, 0, 0, 0);
+	for (int i = 0; i < 5; i++)
+		assert_int_equal(run_spec(&sp), XDP_PASS);
+	assert_int_equal(counters(ACME).allowance_used, 3);
+}
+
+static void overload_sheds_low_tiers(void **state)
+{
+	(void)state;
+	struct spec acme = { .src = "10.1.2.3", .dst = "10.0.0.1" };   /* premium, rank 1 */
+	struct spec beta = { .src = "10.2.3.4", .dst = "10.0.0.1" };   /* standard, rank 0 */
+
+	assert_int_equal(maps.tenants[ACME].tier_rank, 1);
+	assert_int_equal(maps.tenants[BETA].tier_rank, 0);
+	assert_string_equal(maps.tenants[ACME].tier, "premium");
+	fg_maps_set_overload_rank(&maps, 0);
+	assert_int_equal(run_spec(&beta), XDP_TX);
+	assert_int_equal(run_spec(&acme), XDP_PASS);
+	fg_maps_set_overload_rank(&maps, 1);
+	assert_int_equal(run_spec(&beta), XDP_TX);
+	assert_int_equal(run_spec(&acme), XDP_TX);
+	fg_maps_set_overload_rank(&maps, -1);
+	assert_int_equal(run_spec(&beta), XDP_PASS);
+	assert_int_equal(run_spec(&acme), XDP_PASS);
+	assert_int_equal(counters(BETA).overload_shed, 2);
+	assert_int_equal(counters(BETA).syn_shed, 2);
+	assert_int_equal(counters(ACME).overload_shed, 1);
+	/* A delay window wins over overload's shed for that tenant. */
+	fg_maps_set_overload_rank(&maps, 1);
+	deny(ACME, FG_VERDICT_DELAY, 60 * S_NS);
+	assert_int_equal(run_spec(&acme), XDP_DROP);
+}
+
+static void policy_reload_keeps_state_by_name(void **state)
+{
+	(void)state;
+	char err[256];
+	struct spec acme = { .src = "10.1.2.3", .dst = "10.0.0.1" };
+	struct fg_src_key k;
+
+	deny(ACME, FG_VERDICT_SHED, 60 * S_NS);
+	assert_int_equal(run_spec(&acme), XDP_TX);
+	fg_src_key_parse("192.0.2.77", &k);
+	fg_maps_learn_source(&maps, &k, BETA, now_ns());
+	/* New policy: gamma first, then beta, then acme. */
+	struct fg_policy *p = calloc(1, sizeof(*p));
+	assert_non_null(p);
+	make_policy(p);
+	struct fg_tenant a = p->tenants[ACME], b = p->tenants[BETA];
+	memset(&p->tenants[0], 0, sizeof(p->tenants[0]));
+	snprintf(p->tenants[0].name, FG_NAME_MAX, "gamma");
+	p->tenants[1] = b;
+	p->tenants[1].id = 1;
+	p->tenants[2] = a;
+	p->tenants[2].id = 2;
+	p->n_tenants = 3;
+	assert_int_equal(fg_maps_apply_policy(&maps, p, err, sizeof(err)), 0);
+	assert_int_equal(fg_maps_tenant_id(&maps, "acme"), 2);
+	assert_int_equal(fg_maps_tenant_id(&maps, "gamma"), 0);
+	assert_int_equal(maps.tenants[2].verdict, FG_VERDICT_SHED);
+	assert_int_equal(maps.tenants[0].deny_until_ns, 0);
+	assert_int_equal(counters(2).syn_shed, 1);
+	assert_int_equal(counters(0).syn_shed, 0);
+	struct fg_src_learned v;
+	assert_int_equal(bpf_map_lookup_elem(maps.src_learned_fd, &k, &v), 0);
+	assert_int_equal(v.tenant_id, 1);
+	/* The CIDR now points at acme's new id. */
+	assert_int_equal(run_spec(&acme), XDP_TX);
+	assert_int_equal(counters(2).syn_shed, 2);
+	/* Dropping beta from the policy forgets what was learned for it. */
+	p->tenants[1] = p->tenants[2];
+	p->tenants[1].id = 1;
+	p->n_tenants = 2;
+	assert_int_equal(fg_maps_apply_policy(&maps, p, err, sizeof(err)), 0);
+	assert_int_not_equal(bpf_map_lookup_elem(maps.src_learned_fd, &k, &v), 0);
+	assert_int_equal(fg_maps_tenant_id(&maps, "beta"), -1);
+	assert_int_equal(counters(1).syn_shed, 2);
+	free(p);
+}
+
+/* ---- differential fuzz ---- */
+
+struct judge { int act; int tx_ok; };
+
+/* The rules of gate.bpf.c restated independently: what must happen to a
+ * frame, given acme shed, beta delay, no allowance, no overload. */
+static int reference(const uint8_t *f, size_t len)
+{
+	size_t o = 14, l4, l4_len;
+	uint16_t type;
+	uint8_t src[16] = { 0 };
+	int v6, extra = 0;
+
+	if (len < 14)
+		return XDP_PASS;
+	type = get16(f + 12);
+	for (int i = 0; i < 2 && (type == 0x8100 || type == 0x88a8); i++) {
+		if (len < o + 4)
+			return XDP_PASS;
+		type = get16(f + o + 2);
+		o += 4;
+	}
+	if (type == 0x0800) {
+		size_t ihl, tot;
+
+		if (len < o + 20 || f[o + 9] != 6 || f[o] >> 4 != 4 || (f[o] & 15) < 5)
+			return XDP_PASS;
+		if (get16(f + o + 6) & 0x3fff)
+			return XDP_PASS;
+		ihl = (size_t)(f[o] & 15) * 4;
+		tot = get16(f + o + 2);
+		if (tot < ihl || tot > len - o)
+			return XDP_PASS;
+		v6 = 0;
+		extra = ihl > 20;
+		src[10] = src[11] = 0xff;
+		memcpy(src + 12, f + o + 12, 4);
+		l4 = o + ihl;
+		l4_len = tot - ihl;
+	} else if (type == 0x86dd) {
+		size_t pl, p;
+		uint8_t nh;
+		int n = 0;
+
+		if (len < o + 40 || f[o] >> 4 != 6)
+			return XDP_PASS;
+		pl = get16(f + o + 4);
+		if (pl > len - o - 40)
+			return XDP_PASS;
+		nh = f[o + 6];
+		p = o + 40;
+		while (nh == 0 || nh == 43 || nh == 60) {
+			if (n++ == 4 || len < p + 2)
+				return XDP_PASS;
+			nh = f[p];
+			p += ((size_t)f[p + 1] + 1) * 8;
+			if (p > 1024)
+				return XDP_PASS;
+		}
+		if (nh != 6 || pl < p - o - 40)
+			return XDP_PASS;
+		v6 = 1;
+		extra = p != o + 40;
+		memcpy(src, f + o + 8, 16);
+		l4 = p;
+		l4_len = pl - (p - o - 40);
+	} else {
+		return XDP_PASS;
+	}
+	(void)v6;
+	if (len < l4 + 20)
+		return XDP_PASS;
+	uint8_t flags = f[l4 + 13];
+	size_t doff = (size_t)(f[l4 + 12] >> 4) * 4;
+	if (!(flags & SYN) || (flags & ACK) || (flags & RST))
+		return XDP_PASS;
+	if (doff < 20 || l4_len < doff)
+		return XDP_PASS;
+	uint16_t dport = get16(f + l4 + 2);
+	if (dport != PORT && dport != 8443)
+		return XDP_PASS;
+	static const uint8_t v4map[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff };
+	int tenant = -1;
+	if (!memcmp(src, v4map, 12) && src[12] == 10 && src[13] == 1)
+		tenant = ACME;
+	else if (!memcmp(src, v4map, 12) && src[12] == 10 && src[13] == 2)
+		tenant = BETA;
+	else if (get32(src) == 0x20010db8 && get16(src + 4) == 1)
+		tenant = ACME;
+	else if (get32(src) == 0x20010db8 && get16(src + 4) == 2)
+		tenant = BETA;
+	if (tenant == BETA)
+		return XDP_DROP;
+	if (tenant == ACME)
+		return extra ? XDP_DROP : XDP_TX;
+	return XDP_PASS;
+}
+
+static size_t out_l3(const uint8_t *f)
+{
+	size_t o = 14;
+	uint16_t type = get16(f + 12);
+
+	for (int i = 0; i < 2 && (type == 0x8100 || type == 0x88a8); i++) {
+		type = get16(f + o + 2);
+		o += 4;
+	}
+	return o;
+}
+
+static void fuzz_matches_reference(void **state)
+{
+	(void)state;
+	struct spec seeds[] = {
+		{ .src = "10.1.2.3", .dst = "10.0.0.1", .tcp_opt = 20 },
+		{ .src = "10.2.2.3", .dst = "10.0.0.1", .tcp_opt = 8, .payload = 4 },
+		{ .v6 = 1, .src = "2001:db8:1::1", .dst = "2001:db8::1", .tcp_opt = 12 },
+		{ .v6 = 1, .src = "2001:db8:2::1", .dst = "2001:db8::1", .v6_ext = 2 },
+		{ .src = "10.1.2.3", .dst = "10.0.0.1", .vlans = 1, .ip_opt = 4 },
+		{ .v6 = 1, .src = "2001:db8:1::1", .dst = "2001:db8::1", .vlans = 2 },
+	};
+	unsigned seed = (unsigned)time(NULL);
+	int iterations = getenv("FG_FUZZ_ITERATIONS") ? atoi(getenv("FG_FUZZ_ITERATIONS")) : 20000;
+	int counts[5] = { 0 };
+
+	deny(ACME, FG_VERDICT_SHED, 600 * S_NS);
+	deny(BETA, FG_VERDICT_DELAY, 600 * S_NS);
+	srand(seed);
+	for (int it = 0; it < iterations; it++) {
+		uint8_t in[2048], out[2048];
+		const struct spec *sp = &seeds[(unsigned)rand() % (sizeof(seeds) / sizeof(seeds[0]))];
+		size_t len = build(in, sp);
+		int flips = rand() % 4;
+		uint32_t out_len;
+
+		for (int i = 0; i < flips; i++) {
+			size_t at = (size_t)rand() % (len < 90 ? len : 90);
+			in[at] = rand() % 3 ? (uint8_t)rand() : (uint8_t)(in[at] ^ (1u << (rand() % 8)));
+		}
+		if (rand() % 4 == 0)
+			len = 14 + (size_t)rand() % (len - 13);
+		int want = reference(in, len);
+		int got = run(in, len, out, &out_len);
+		if (got != want) {
+			fprintf(stderr, "seed %u iteration %d: gate %d, reference %d, len %zu:", seed, it,
+				got, want, len);
+			for (size_t i = 0; i < len; i++)
+				fprintf(stderr, " %02x", in[i]);
+			fprintf(stderr, "\n");
+			fail();
+		}
+		counts[got < 5 ? got : 0]++;
+		if (got == XDP_TX) {
+			/* Whatever the input, the answer is a well-formed RST+ACK. */
+			size_t l3 = out_l3(out);
+			int is6 = out[l3] >> 4 == 6;
+			assert_int_equal(out_len, l3 + (is6 ? 40 : 20) + 20);
+			assert_int_equal(out[out_len - 7], RST | ACK);
+			if (!is6)
+				assert_int_equal(fold(sum_be(out + l3, 20, 0)), 0);
+			assert_int_equal(tcp_csum(is6, out + l3 + (is6 ? 8 : 12),
+						  out + l3 + (is6 ? 24 : 16), out + out_len - 20, 20), 0);
+		}
+	}
+	fprintf(stderr, "# fuzz seed %u: %d pass, %d drop, %d tx\n", seed, counts[XDP_PASS],
+		counts[XDP_DROP], counts[XDP_TX]);
+	assert_true(counts[XDP_TX] > 0 && counts[XDP_DROP] > 0 && counts[XDP_PASS] > 0);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup(passes_without_a_window, reset),
+		cmocka_unit_test_setup(delay_drops_the_syn, reset),
+		cmocka_unit_test_setup(shed_answers_rst_ack, reset),
+		cmocka_unit_test_setup(shed_ipv6, reset),
+		cmocka_unit_test_setup(shed_vlan_tagged, reset),
+		cmocka_unit_test_setup(syn_ack_and_others_pass, reset),
+		cmocka_unit_test_setup(unattributed_and_expired_pass, reset),
+		cmocka_unit_test_setup(truncated_frames_never_judged, reset),
+		cmocka_unit_test_setup(malformed_headers_pass, reset),
+		cmocka_unit_test_setup(options_shed_by_drop, reset),
+		cmocka_unit_test_setup(learned_and_shared_sources, reset),
+		cmocka_unit_test_setup(allowance_then_shed, reset),
+		cmocka_unit_test_setup(overload_sheds_low_tiers, reset),
+		cmocka_unit_test_setup(policy_reload_keeps_state_by_name, reset),
+		cmocka_unit_test_setup(fuzz_matches_reference, reset),
+	};
+
+	if (geteuid() != 0) {
+		printf("1..1\nok 1 - test_gate # SKIP needs root for BPF_PROG_TEST_RUN\n");
+		return 0;
+	}
+	return cmocka_run_group_tests_name("gate", tests, setup, teardown);
+}

@@ -1,0 +1,363 @@
+/* test_proxy_http.c — the proxy's pure pieces: request JSON validation,
+ * measurement and rewrite (cache_salt, include_usage, priority), the SSE
+ * relay (usage chunk hidden, usage extracted, events split across reads),
+ * cache salts, API-key hashing, Bearer parsing and trusted-source CIDRs. */
+#include <arpa/inet.h>
+#include <http_parser.h>
+#include <jansson.h>
+#include <netinet/in.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "agent/buf.h"
+#include "agent/http_request.h"
+#include "agent/http_sse.h"
+#include "agent/identity.h"
+#include "agent/salt.h"
+
+static json_t *parse(enum fg_api api, const char *body, struct fg_req_info *info, char *msg,
+		     const char **param)
+{
+	return fg_request_parse(api, body, strlen(body), info, msg, 256, param);
+}
+
+static void api_routing(void **state)
+{
+	(void)state;
+	assert_int_equal(fg_api_of(HTTP_POST, "/v1/chat/completions", 20), FG_API_CHAT);
+	assert_int_equal(fg_api_of(HTTP_POST, "/v1/chat/completions?x=1", 24), FG_API_CHAT);
+	assert_int_equal(fg_api_of(HTTP_POST, "/v1/completions", 15), FG_API_COMPLETIONS);
+	assert_int_equal(fg_api_of(HTTP_POST, "/v1/embeddings", 14), FG_API_EMBEDDINGS);
+	assert_int_equal(fg_api_of(HTTP_POST, "/v1/chat/completionsX", 21), FG_API_OTHER_BODY);
+	assert_int_equal(fg_api_of(HTTP_GET, "/v1/models", 10), FG_API_NONE);
+	assert_int_equal(fg_api_of(HTTP_PUT, "/v1/anything", 12), FG_API_OTHER_BODY);
+}
+
+static void chat_is_measured(void **state)
+{
+	(void)state;
+	struct fg_req_info info;
+	char msg[256];
+	const char *param;
+	json_t *root = parse(FG_API_CHAT,
+			     "{\"model\":\"m1\",\"messages\":[{\"role\":\"user\",\"content\":\"abcdefgh\"},"
+			     "{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"xyz\"}]}],"
+			     "\"max_tokens\":50,\"max_completion_tokens\":70,\"n\":2,\"stream\":true}",
+			     &info, msg, &param);
+	assert_non_null(root);
+	assert_string_equal(info.model, "m1");
+	/* every string the template sees: roles, contents, part types */
+	assert_int_equal(info.shape.prompt_chars, 4 + 8 + 4 + 4 + 3);
+	assert_int_equal(info.shape.max_tokens, 70); /* max_completion_tokens wins */
+	assert_int_equal(info.shape.n, 2);
+	assert_true(info.stream);
+	assert_false(info.client_wants_usage);
+	json_decref(root);
+}
+
+static void completions_prompt_forms(void **state)
+{
+	(void)state;
+	struct fg_req_info info;
+	char msg[256];
+	const char *param;
+	json_t *root = parse(FG_API_COMPLETIONS, "{\"prompt\":[[1,2,3],[4,5]],\"max_tokens\":null}",
+			     &info, msg, &param);
+	assert_non_null(root);
+	assert_int_equal(info.shape.prompt_token_ids, 5);
+	assert_int_equal(info.shape.max_tokens, 0); /* null = absent */
+	json_decref(root);
+	root = parse(FG_API_COMPLETIONS, "{\"prompt\":[\"ab\",\"cde\"]}", &info, msg, &param);
+	assert_non_null(root);
+	assert_int_equal(info.shape.prompt_chars, 5);
+	json_decref(root);
+	root = parse(FG_API_EMBEDDINGS, "{\"input\":\"hello\"}", &info, msg, &param);
+	assert_non_null(root);
+	assert_true(info.shape.prompt_only);
+	json_decref(root);
+}
+
+static void bad_requests_name_the_parameter(void **state)
+{
+	(void)state;
+	static const struct {
+		enum fg_api api;
+		const char *body, *param;
+	} cases[] = {
+		{ FG_API_CHAT, "", NULL },
+		{ FG_API_CHAT, "{\"messages\": [", NULL },
+		{ FG_API_CHAT, "[1,2]", NULL },
+		{ FG_API_CHAT, "{\"a\":1,\"a\":2,\"messages\":[{}]}", NULL }, /* duplicate keys */
+		{ FG_API_CHAT, "{\"messages\":[]}", "messages" },
+		{ FG_API_CHAT, "{\"messages\":[\"hi\"]}", "messages" },
+		{ FG_API_CHAT, "{\"model\":5,\"messages\":[{}]}", "model" },
+		{ FG_API_CHAT, "{\"messages\":[{}],\"max_tokens\":-1}", "max_tokens" },
+		{ FG_API_CHAT, "{\"messages\":[{}],\"max_tokens\":1.5}", "max_tokens" },
+		{ FG_API_CHAT, "{\"messages\":[{}],\"max_completion_tokens\":\"9\"}", "max_completion_tokens" },
+		{ FG_API_CHAT, "{\"messages\":[{}],\"n\":0}", "n" },
+		{ FG_API_CHAT, "{\"messages\":[{}],\"n\":1000}", "n" },
+		{ FG_API_CHAT, "{\"messages\":[{}],\"stream\":\"yes\"}", "stream" },
+		{ FG_API_CHAT, "{\"messages\":[{}],\"stream_options\":[]}", "stream_options" },
+		{ FG_API_CHAT, "{\"messages\":[{}],\"stream_options\":{\"include_usage\":1}}",
+		  "stream_options.include_usage" },
+		{ FG_API_COMPLETIONS, "{\"prompt\":5}", "prompt" },
+		{ FG_API_COMPLETIONS, "{\"prompt\":[]}", "prompt" },
+		{ FG_API_COMPLETIONS, "{\"prompt\":[[1,\"a\"]]}", "prompt" },
+		{ FG_API_EMBEDDINGS, "{}", "input" },
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct fg_req_info info;
+		char msg[256] = "";
+		const char *param = "unset";
+		json_t *root = parse(cases[i].api, cases[i].body, &info, msg, &param);
+		if (root) {
+			print_error("case %zu (%s) was accepted\n", i, cases[i].body);
+			json_decref(root);
+			fail();
+		}
+		assert_true(strlen(msg) > 0);
+		if (cases[i].param)
+			assert_string_equal(param, cases[i].param);
+		else
+			assert_null(param);
+	}
+}
+
+static void rewrite_replaces_salt_and_forces_usage(void **state)
+{
+	(void)state;
+	struct fg_req_info info;
+	char msg[256];
+	const char *param;
+	json_t *root = parse(FG_API_CHAT,
+			     "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"stream\":true,"
+			     "\"cache_salt\":\"other-tenant-salt\",\"priority\":-100}",
+			     &info, msg, &param);
+	assert_non_null(root);
+	struct fg_rewrite rw = { .cache_salt = "fg1-acme-00", .force_usage = true };
+	assert_int_equal(fg_request_rewrite(root, &rw), 0);
+	assert_string_equal(json_string_value(json_object_get(root, "cache_salt")), "fg1-acme-00");
+	assert_true(json_is_true(json_object_get(json_object_get(root, "stream_options"), "include_usage")));
+	assert_null(json_object_get(root, "priority")); /* clients never set their own */
+	/* shared tenant: no salt at all, and the engine's priority when asked */
+	rw = (struct fg_rewrite){ .cache_salt = NULL, .set_priority = true, .priority = 2 };
+	assert_int_equal(fg_request_rewrite(root, &rw), 0);
+	assert_null(json_object_get(root, "cache_salt"));
+	assert_int_equal(json_integer_value(json_object_get(root, "priority")), 2);
+	/* the rest of the body is untouched */
+	assert_string_equal(json_string_value(json_object_get(
+				    json_array_get(json_object_get(root, "messages"), 0), "content")),
+			    "x");
+	json_decref(root);
+}
+
+static void forward_body_splices_or_rewrites(void **state)
+{
+	(void)state;
+	static const char *const bodies[] = {
+		/* nothing to replace: spliced, the client's bytes follow untouched */
+		"  {\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"stream\":true}",
+		/* a client salt, priority and stream_options: re-serialised */
+		"{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"stream\":true,"
+		"\"cache_salt\":\"theirs\",\"priority\":-5,\"stream_options\":{\"include_usage\":false}}",
+	};
+	for (size_t i = 0; i < 2; i++) {
+		struct fg_req_info info;
+		char msg[256];
+		const char *param;
+		size_t len = 0;
+		json_t *root = parse(FG_API_CHAT, bodies[i], &info, msg, &param);
+		assert_non_null(root);
+		struct fg_rewrite rw = { .cache_salt = "fg1-a-01", .force_usage = true };
+		char *out = fg_request_forward_body(root, bodies[i], strlen(bodies[i]), &rw, &len);
+		assert_non_null(out);
+		assert_int_equal(strlen(out), len);
+		if (i == 0)
+			assert_string_equal(out, "{\"cache_salt\":\"fg1-a-01\",\"stream_options\":{\"include_usage\":true},"
+						 "\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"stream\":true}");
+		json_t *fwd = json_loads(out, JSON_REJECT_DUPLICATES, NULL);
+		assert_non_null(fwd);
+		assert_string_equal(json_string_value(json_object_get(fwd, "cache_salt")), "fg1-a-01");
+		assert_true(json_is_true(json_object_get(json_object_get(fwd, "stream_options"), "include_usage")));
+		assert_null(json_object_get(fwd, "priority"));
+		json_decref(fwd);
+		json_decref(root);
+		free(out);
+	}
+}
+
+#define USAGE_CHUNK                                                                         \
+	"data: {\"id\":\"c\",\"choices\":[],\"usage\":{\"prompt_tokens\":12,\"completion_tokens\":3," \
+	"\"prompt_tokens_details\":{\"cached_tokens\":8}}}\n\n"
+#define CONTENT(t) "data: {\"id\":\"c\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"" t "\"}}]}\n\n"
+
+static const char stream_text[] = CONTENT("a") CONTENT("b") ": comment\n\n" CONTENT("c") USAGE_CHUNK
+	"data: [DONE]\n\n";
+
+static void relay(struct fg_sse *s, size_t piece, struct fg_buf *out)
+{
+	size_t n = strlen(stream_text);
+
+	for (size_t off = 0; off < n; off += piece)
+		assert_int_equal(fg_sse_feed(s, stream_text + off, off + piece > n ? n - off : piece, out), 0);
+	assert_int_equal(fg_sse_finish(s, out), 0);
+}
+
+static void sse_hides_forced_usage_chunk(void **state)
+{
+	(void)state;
+	static const size_t pieces[] = { 1, 2, 3, 7, 50, 4096 };
+	char want[sizeof(stream_text)];
+
+	/* expected: everything but the usage chunk, byte for byte */
+	snprintf(want, sizeof(want), "%s", CONTENT("a") CONTENT("b") ": comment\n\n" CONTENT("c")
+		 "data: [DONE]\n\n");
+	for (size_t i = 0; i < sizeof(pieces) / sizeof(pieces[0]); i++) {
+		struct fg_sse s;
+		struct fg_buf out = { 0 };
+		fg_sse_init(&s, true);
+		relay(&s, pieces[i], &out);
+		assert_int_equal(fg_buf_used(&out), strlen(want));
+		assert_memory_equal(fg_buf_head(&out), want, strlen(want));
+		assert_true(s.have_usage);
+		assert_true(s.usage.prompt_tokens == 12);
+		assert_true(s.usage.completion_tokens == 3);
+		assert_true(s.usage.cached_tokens == 8);
+		assert_int_equal(s.content_events, 3); /* the deltas; comments carry no tokens */
+		assert_true(s.saw_done);
+		fg_sse_free(&s);
+		fg_buf_free(&out);
+	}
+}
+
+static void sse_keeps_usage_when_asked(void **state)
+{
+	(void)state;
+	struct fg_sse s;
+	struct fg_buf out = { 0 };
+
+	fg_sse_init(&s, false);
+	relay(&s, 5, &out);
+	assert_int_equal(fg_buf_used(&out), strlen(stream_text));
+	assert_memory_equal(fg_buf_head(&out), stream_text, strlen(stream_text));
+	assert_true(s.have_usage);
+	fg_sse_free(&s);
+	fg_buf_free(&out);
+}
+
+static void sse_crlf_and_garbage_pass_through(void **state)
+{
+	(void)state;
+	static const char text[] = "data: {not json \"usage\"\r\n\r\ndata: x\r\rtail-without-end";
+	struct fg_sse s;
+	struct fg_buf out = { 0 };
+
+	fg_sse_init(&s, true);
+	assert_int_equal(fg_sse_feed(&s, text, strlen(text), &out), 0);
+	assert_int_equal(fg_sse_finish(&s, &out), 0);
+	assert_int_equal(fg_buf_used(&out), strlen(text));
+	assert_false(s.have_usage);
+	fg_sse_free(&s);
+	fg_buf_free(&out);
+}
+
+static void salts_are_stable_separate_and_valid(void **state)
+{
+	(void)state;
+	struct fg_salt_secret k1 = { .len = 32 }, k2 = { .len = 32 };
+	char a[FG_SALT_MAX + 1], a2[FG_SALT_MAX + 1], b[FG_SALT_MAX + 1], other[FG_SALT_MAX + 1];
+	char odd[FG_SALT_MAX + 1];
+
+	memset(k1.bytes, 1, 32);
+	memset(k2.bytes, 2, 32);
+	assert_int_equal(fg_salt_for_tenant(&k1, "acme", a), 0);
+	assert_int_equal(fg_salt_for_tenant(&k1, "acme", a2), 0);
+	assert_int_equal(fg_salt_for_tenant(&k1, "globex", b), 0);
+	assert_int_equal(fg_salt_for_tenant(&k2, "acme", other), 0);
+	assert_string_equal(a, a2);
+	assert_string_not_equal(a, b);
+	assert_string_not_equal(a, other);
+	assert_int_equal(strncmp(a, "fg1-acme-", 9), 0);
+	assert_int_equal(fg_salt_for_tenant(&k1, "a/b@c\\d-0123456789012345678901", odd), 0);
+	assert_true(strlen(odd) <= 128);
+	assert_null(strpbrk(odd, "@/\\"));
+	assert_true(strlen(a) == 9 + 64);
+}
+
+static void api_keys_hash_with_sha256(void **state)
+{
+	(void)state;
+	uint8_t h[32];
+	char hex[65];
+
+	/* printf %s 'sk-acme-demo' | sha256sum (examples/policy.yaml) */
+	assert_int_equal(fg_sha256("sk-acme-demo", 12, h), 0);
+	for (int i = 0; i < 32; i++)
+		snprintf(hex + 2 * i, 3, "%02x", h[i]);
+	assert_string_equal(hex, "953d0ab8229abd463060e52204c8cb44e32297002500258c1181e18379c54626");
+}
+
+static void bearer_parsing(void **state)
+{
+	(void)state;
+	size_t n;
+	const char *t = fg_bearer_token("Bearer sk-1", 11, &n);
+	assert_non_null(t);
+	assert_int_equal(n, 4);
+	assert_memory_equal(t, "sk-1", 4);
+	t = fg_bearer_token("  bearer \t sk-2  ", 17, &n);
+	assert_non_null(t);
+	assert_memory_equal(t, "sk-2", n);
+	assert_null(fg_bearer_token("Basic abc", 9, &n));
+	assert_null(fg_bearer_token("Bearer", 6, &n));
+	assert_null(fg_bearer_token("Bearer   ", 9, &n));
+	assert_null(fg_bearer_token("Bearer a b", 10, &n));
+	assert_null(fg_bearer_token("Bearersk-3", 10, &n));
+}
+
+static void trusted_sources(void **state)
+{
+	(void)state;
+	struct fg_agent a = { .n_trusted_proxies = 2 };
+	struct sockaddr_in in4 = { .sin_family = AF_INET };
+	struct sockaddr_in6 in6 = { .sin6_family = AF_INET6 };
+
+	a.trusted_proxies[0] = (struct fg_cidr){ .family = AF_INET, .prefixlen = 12, .addr = { 172, 16 } };
+	a.trusted_proxies[1] = (struct fg_cidr){ .family = AF_INET6, .prefixlen = 32,
+						 .addr = { 0xfd, 0x00, 0x00, 0x0a } };
+	inet_pton(AF_INET, "172.31.255.1", &in4.sin_addr);
+	assert_true(fg_source_trusted(&a, (struct sockaddr *)&in4));
+	inet_pton(AF_INET, "172.32.0.1", &in4.sin_addr);
+	assert_false(fg_source_trusted(&a, (struct sockaddr *)&in4));
+	inet_pton(AF_INET6, "::ffff:172.20.1.1", &in6.sin6_addr); /* dual-stack listener */
+	assert_true(fg_source_trusted(&a, (struct sockaddr *)&in6));
+	inet_pton(AF_INET6, "fd00:a:1::5", &in6.sin6_addr);
+	assert_true(fg_source_trusted(&a, (struct sockaddr *)&in6));
+	inet_pton(AF_INET6, "fd00:b::5", &in6.sin6_addr);
+	assert_false(fg_source_trusted(&a, (struct sockaddr *)&in6));
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(api_routing),
+		cmocka_unit_test(chat_is_measured),
+		cmocka_unit_test(completions_prompt_forms),
+		cmocka_unit_test(bad_requests_name_the_parameter),
+		cmocka_unit_test(rewrite_replaces_salt_and_forces_usage),
+		cmocka_unit_test(forward_body_splices_or_rewrites),
+		cmocka_unit_test(sse_hides_forced_usage_chunk),
+		cmocka_unit_test(sse_keeps_usage_when_asked),
+		cmocka_unit_test(sse_crlf_and_garbage_pass_through),
+		cmocka_unit_test(salts_are_stable_separate_and_valid),
+		cmocka_unit_test(api_keys_hash_with_sha256),
+		cmocka_unit_test(bearer_parsing),
+		cmocka_unit_test(trusted_sources),
+	};
+	return cmocka_run_group_tests_name("proxy_http", tests, NULL, NULL);
+}
