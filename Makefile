@@ -40,7 +40,7 @@ UNIT_TESTS      :=   # single-file cmocka programs -> $(BUILD)/tests/NAME
 TOOLS           :=   # single-file helper programs (load generator, bench drivers) -> $(BUILD)/NAME
 TEST_SCRIPTS    :=   # shell tests printing TAP, run by selftests/run.sh
 
-include $(sort $(wildcard */build.mk bench/*.mk))
+include $(sort $(wildcard */build.mk bench/*.mk)) selftests/fuzz/fuzz.mk
 
 obj = $(patsubst %.c,$(BUILD)/obj/%.o,$(1))
 SKELS := $(patsubst bpf/%.bpf.c,$(BUILD)/include/%.skel.h,$(BPF_PROGS))

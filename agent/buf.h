@@ -15,7 +15,8 @@ struct fg_buf {
 };
 
 static inline size_t fg_buf_used(const struct fg_buf *b) { return b->len - b->off; }
-static inline char *fg_buf_head(const struct fg_buf *b) { return b->data + b->off; }
+/* An empty buffer may have no block: NULL + 0 is undefined in C. */
+static inline char *fg_buf_head(const struct fg_buf *b) { return b->data ? b->data + b->off : NULL; }
 
 /* Make room for `more` bytes after len; 0 or -1 (out of memory). */
 int fg_buf_reserve(struct fg_buf *b, size_t more);

@@ -7,32 +7,49 @@
 
 #include "agent/ctl_proxy.h"
 #include "agent/ctl_server.h"
+#include "agent/engine_scrape.h"
 #include "agent/kernel.h"
 #include "agent/proxy.h"
 #include "agent/proxy_internal.h"
+#include "policy/overload.h"
 
-static json_t *tenant_json(const struct fg_policy *p, struct fg_tenant_rt *t, uint64_t now)
+static json_t *tenant_json(const struct fg_policy *p, struct fg_gateway *gw,
+			  struct fg_tenant_rt *t, uint64_t now)
 {
+	struct fg_gw_tenant *g = &gw->t[t->id];
+	const struct fg_fq_tenant *f = &gw->fq.t[t->id];
 	json_t *outcomes = json_object();
 
 	for (int k = 0; k < FG_OUT_N; k++)
 		json_object_set_new(outcomes, fg_outcome_names[k], json_integer((json_int_t)t->outcomes[k]));
-	return json_pack("{s:s, s:i, s:s, s:s, s:f, s:f, s:f, s:f, s:i, s:i, s:I, s:I, s:I,"
-			 " s:f, s:f, s:f, s:b, s:I, s:o}",
-			 "name", t->name, "id", (int)t->id,
-			 "tier", t->tier < p->n_tiers ? p->tiers[t->tier].name : "",
-			 "cache", t->salted ? "salted" : "shared",
-			 "units_per_s", t->bucket.rate, "burst_units", t->bucket.depth,
-			 "bucket_units", fg_bucket_level(&t->bucket, now),
-			 "reserved_units", t->reserved_units, "inflight", (int)t->inflight,
-			 "queued", 0, "admitted", (json_int_t)t->admitted,
-			 "rejected", (json_int_t)t->rejected, "settled", (json_int_t)t->settled,
-			 "units_billed", t->units_billed, "units_refunded", t->units_refunded,
-			 "typical_request_units", t->typical_cost,
-			 "deny_window_open", t->deny_until_ns > now,
-			 "deny_remaining_ms",
-			 (json_int_t)(t->deny_until_ns > now ? (t->deny_until_ns - now) / 1000000 : 0),
-			 "outcomes", outcomes);
+	json_t *o = json_pack("{s:s, s:i, s:s, s:s, s:f, s:f, s:f, s:f, s:i, s:i, s:I, s:I, s:I,"
+			      " s:f, s:f, s:f, s:b, s:I, s:o}",
+			      "name", t->name, "id", (int)t->id,
+			      "tier", t->tier < p->n_tiers ? p->tiers[t->tier].name : "",
+			      "cache", t->salted ? "salted" : "shared",
+			      "units_per_s", g->bucket.rate, "burst_units", g->bucket.depth,
+			      "bucket_units", fg_bucket_level(&g->bucket, now),
+			      "reserved_units", g->reserved_units,
+			      "inflight", (int)(g->inflight - f->queued), "queued", (int)f->queued,
+			      "admitted", (json_int_t)g->admitted, "rejected", (json_int_t)t->rejected,
+			      "settled", (json_int_t)t->settled,
+			      "units_billed", t->units_billed, "units_refunded", t->units_refunded,
+			      "typical_request_units", g->typical_cost,
+			      "deny_window_open", t->deny_published_ns > now,
+			      "deny_remaining_ms",
+			      (json_int_t)(t->deny_published_ns > now ? (t->deny_published_ns - now) / 1000000 : 0),
+			      "outcomes", outcomes);
+	if (!o)
+		return NULL;
+	json_object_set_new(o, "kv_reserved_tokens", json_integer((json_int_t)gw->kv.reserved[t->id]));
+	json_object_set_new(o, "kv_cap_tokens", json_integer((json_int_t)gw->kv.cap[t->id]));
+	json_object_set_new(o, "weight", json_real(f->weight));
+	json_object_set_new(o, "virtual_service_units", json_real(f->vtc));
+	json_object_set_new(o, "served_units", json_real(f->served_units));
+	json_object_set_new(o, "peak_units_per_s", json_real(gw->peaks.peak[t->id]));
+	json_object_set_new(o, "timed_out", json_integer((json_int_t)g->timed_out));
+	json_object_set_new(o, "long_context", json_integer((json_int_t)t->long_context));
+	return o;
 }
 
 static json_t *tenants_array(struct fg_agent_state *st, const char *only)
@@ -43,8 +60,52 @@ static json_t *tenants_array(struct fg_agent_state *st, const char *only)
 
 	for (uint32_t i = 0; i < px->quota.n; i++)
 		if (!only || !strcmp(px->quota.by_id[i]->name, only))
-			json_array_append_new(a, tenant_json(st->policy, px->quota.by_id[i], now));
+			json_array_append_new(a, tenant_json(st->policy, px->gw, px->quota.by_id[i], now));
 	return a;
+}
+
+/* The gateway's node-wide state: queue, KV, engine window, peaks, overload,
+ * and what the engine's own metrics say. */
+static json_t *scheduling_json(struct fg_proxy *px)
+{
+	const struct fg_gateway *gw = px->gw;
+	const struct fg_policy *p = gw->policy;
+	int ranks[FG_MAX_TIERS];
+	json_t *shed = json_array();
+
+	fg_tier_ranks(p, ranks);
+	for (uint32_t i = 0; i < p->n_tiers; i++)
+		if (ranks[i] <= px->overload_level)
+			json_array_append_new(shed, json_string(p->tiers[i].name));
+	json_t *engine = json_pack("{s:b, s:I, s:I}", "metrics_up", px->engine_metrics_known,
+				   "preemptions", (json_int_t)px->engine_preemptions,
+				   "scrape_failures",
+				   (json_int_t)(px->scrape ? fg_engine_scrape_failures(px->scrape) : 0));
+	if (px->engine_metrics_known) {
+		json_object_set_new(engine, "waiting", json_real(px->engine_waiting));
+		json_object_set_new(engine, "running", json_real(px->engine_running));
+		json_object_set_new(engine, "kv_usage", json_real(px->engine_kv_usage));
+	}
+	return json_pack("{s:s, s:s, s:i, s:f, s:{s:I, s:I}, s:{s:i, s:I, s:f}, s:{s:i, s:o},"
+			 " s:{s:f, s:f, s:f, s:f, s:i}, s:o}",
+			 "metering", p->agent.metering == FG_METER_RAW_TOKENS ? "raw_tokens"
+				     : p->agent.metering == FG_METER_REQUESTS ? "requests" : "replica_time",
+			 "engine_scheduling",
+			 p->agent.engine_scheduling == FG_ENGINE_PRIORITY ? "priority" : "fcfs",
+			 "queued", (int)fg_fq_total_queued(&gw->fq),
+			 "backlog_s", fg_gw_backlog_s(gw),
+			 "kv", "reserved_tokens", (json_int_t)gw->kv.node_reserved,
+			 "reservable_tokens", (json_int_t)gw->kv.node_cap,
+			 "engine_window", "pending_requests", (int)gw->ew.pending_requests,
+			 "pending_tokens", (json_int_t)gw->ew.pending_tokens,
+			 "budget_tokens", gw->ew.steps * (double)gw->ew.step_tokens,
+			 "overload", "level", px->overload_level, "shed_tiers", shed,
+			 "peaks", "window_s", (double)gw->peaks.window_ns / 1e9,
+			 "node_peak_units_per_s", gw->peaks.peak_node,
+			 "sum_tenant_peaks_units_per_s", fg_peak_sum_tenants(&gw->peaks),
+			 "oversubscription", fg_peak_oversubscription(&gw->peaks),
+			 "windows_closed", (int)gw->peaks.windows_closed,
+			 "engine", engine);
 }
 
 static char *hostport(const struct fg_hostport *hp, char *buf, size_t len)
@@ -68,15 +129,15 @@ static json_t *cmd_status(struct fg_agent_state *st, json_t *req, char *err, siz
 		return NULL;
 	}
 	for (uint32_t i = 0; i < px->quota.n; i++) {
-		admitted += px->quota.by_id[i]->admitted;
+		admitted += px->gw->t[px->quota.by_id[i]->id].admitted;
 		rejected += px->quota.by_id[i]->rejected;
 		settled += px->quota.by_id[i]->settled;
 	}
 	json_t *cal = json_object();
-	for (uint32_t i = 0; i < px->quota.cal.n; i++)
-		json_object_set_new(cal, px->quota.cal.e[i].model[0] ? px->quota.cal.e[i].model : "*",
-				    json_real(px->quota.cal.e[i].chars_per_token));
-	return json_pack("{s:s, s:s, s:s, s:s, s:b, s:f, s:i, s:i, s:i, s:i, s:{s:I, s:I, s:I, s:I, s:I},"
+	for (uint32_t i = 0; i < px->gw->cal.n; i++)
+		json_object_set_new(cal, px->gw->cal.e[i].model[0] ? px->gw->cal.e[i].model : "*",
+				    json_real(px->gw->cal.e[i].chars_per_token));
+	json_t *r = json_pack("{s:s, s:s, s:s, s:s, s:b, s:f, s:i, s:i, s:i, s:i, s:{s:I, s:I, s:I, s:I, s:I},"
 			 " s:{s:I, s:f}, s:o, s:o}",
 			 "mode", a->mode == FG_MODE_TRANSPARENT ? "transparent" : "front",
 			 "listen", hostport(&a->listen, l, sizeof(l)),
@@ -85,7 +146,8 @@ static json_t *cmd_status(struct fg_agent_state *st, json_t *req, char *err, siz
 			 "kernel_enforcement", st->kernel != NULL,
 			 "uptime_s", (double)(fg_now_ns() - px->started_ns) / 1e9,
 			 "tenant_count", (int)px->quota.n, "client_connections", (int)px->n_clients,
-			 "engine_busy", (int)px->n_busy, "engine_idle", (int)px->n_idle,
+			 "engine_busy", (int)px->n_busy,
+			 "engine_idle", (int)(px->engine.n_idle + px->long_pool.n_idle),
 			 "requests", "admitted", (json_int_t)admitted, "rejected", (json_int_t)rejected,
 			 "settled", (json_int_t)settled,
 			 "unauthenticated", (json_int_t)px->metrics.unauthenticated,
@@ -95,6 +157,9 @@ static json_t *cmd_status(struct fg_agent_state *st, json_t *req, char *err, siz
 				 ? px->metrics.decision_sum_s * 1e6 / (double)px->metrics.decision_count
 				 : 0.0,
 			 "chars_per_token", cal, "tenants", tenants_array(st, NULL));
+	if (r)
+		json_object_set_new(r, "scheduling", scheduling_json(px));
+	return r;
 }
 
 static json_t *cmd_tenants(struct fg_agent_state *st, json_t *req, char *err, size_t errlen)

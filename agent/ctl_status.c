@@ -1,7 +1,9 @@
 /* ctl_status.c — `fairgatectl status`: the running agent's mode, listeners,
- * kernel enforcement, connections, and every tenant's quota state (bucket,
- * reserved units, in flight, admitted / rejected / settled), asked over the
- * control socket (--ctl, FAIRGATE_CTL, else /run/fairgate/ctl.sock). */
+ * kernel enforcement, connections, the scheduler (queue, KV, engine window,
+ * overload, engine metrics, peaks and the oversubscription ratio), and every
+ * tenant's state (bucket, reserved units, queued, in flight, KV, admitted /
+ * rejected / timed out, peak units/s), asked over the control socket (--ctl,
+ * FAIRGATE_CTL, else /run/fairgate/ctl.sock). */
 #include <getopt.h>
 #include <jansson.h>
 #include <stdio.h>
@@ -30,6 +32,47 @@ static const char *str(const json_t *o, const char *k)
 	return s ? s : "?";
 }
 
+static void print_scheduling(const json_t *sc)
+{
+	const json_t *kv = json_object_get(sc, "kv"), *ew = json_object_get(sc, "engine_window");
+	const json_t *ov = json_object_get(sc, "overload"), *pk = json_object_get(sc, "peaks");
+	const json_t *en = json_object_get(sc, "engine");
+	char shed[256] = "";
+	size_t n = 0, i;
+	json_t *v;
+
+	if (!sc)
+		return;
+	json_array_foreach(json_object_get(ov, "shed_tiers"), i, v)
+		if (n < sizeof(shed))
+			n += (size_t)snprintf(shed + n, sizeof(shed) - n, "%s%s", n ? ", " : "",
+					      json_string_value(v));
+	printf("scheduling: metering %s, engine %s; %.0f queued (%.2f s of replica time); "
+	       "KV reserved %.0f of %.0f tokens; engine window %.0f requests, %.0f of %.0f prefill tokens\n",
+	       str(sc, "metering"), str(sc, "engine_scheduling"), num(sc, "queued"),
+	       num(sc, "backlog_s"), num(kv, "reserved_tokens"), num(kv, "reservable_tokens"),
+	       num(ew, "pending_requests"), num(ew, "pending_tokens"), num(ew, "budget_tokens"));
+	if (num(ov, "level") >= 0)
+		printf("overload: the kernel sheds new connections of tier(s) %s\n", shed);
+	else
+		printf("overload: none\n");
+	if (json_is_true(json_object_get(en, "metrics_up")))
+		printf("engine metrics: %.0f waiting, %.0f running, KV %.0f%%; %.0f preemptions since start\n",
+		       num(en, "waiting"), num(en, "running"), 100 * num(en, "kv_usage"),
+		       num(en, "preemptions"));
+	else
+		printf("engine metrics: unreachable (%.0f failed scrapes); %.0f preemptions since start\n",
+		       num(en, "scrape_failures"), num(en, "preemptions"));
+	if (num(pk, "windows_closed") > 0)
+		printf("peaks (%.0f s windows): node %.0f units/s, sum of tenant peaks %.0f units/s, "
+		       "oversubscription %.2f\n",
+		       num(pk, "window_s"), num(pk, "node_peak_units_per_s"),
+		       num(pk, "sum_tenant_peaks_units_per_s"), num(pk, "oversubscription"));
+	else
+		printf("peaks (%.0f s windows): none closed yet, oversubscription not measured\n",
+		       num(pk, "window_s"));
+}
+
 static void print_human(const json_t *r)
 {
 	const json_t *req = json_object_get(r, "requests");
@@ -44,20 +87,28 @@ static void print_human(const json_t *r)
 	printf("requests: %.0f admitted, %.0f rejected, %.0f settled, %.0f unauthenticated, %.0f malformed\n",
 	       num(req, "admitted"), num(req, "rejected"), num(req, "settled"),
 	       num(req, "unauthenticated"), num(req, "malformed"));
-	printf("decisions: %.0f, mean %.1f us\n\n", num(json_object_get(r, "decisions"), "count"),
+	printf("decisions: %.0f, mean %.1f us\n", num(json_object_get(r, "decisions"), "count"),
 	       num(json_object_get(r, "decisions"), "mean_us"));
-	printf("%-20s %-10s %-7s %14s %12s %10s %8s %9s %9s %9s %s\n", "TENANT", "TIER", "CACHE",
-	       "BUCKET", "OF", "RESERVED", "INFLIGHT", "ADMITTED", "REJECTED", "SETTLED", "DENY");
+	print_scheduling(json_object_get(r, "scheduling"));
+	printf("\n%-16s %-9s %-7s %11s %11s %9s %6s %6s %15s %9s %9s %9s %10s %s\n", "TENANT", "TIER",
+	       "CACHE", "BUCKET", "OF", "RESERVED", "QUEUED", "INFL", "KV RESERVED/CAP", "ADMITTED",
+	       "REJECTED", "TIMEOUTS", "PEAK U/S", "DENY");
 	size_t i;
 	json_t *t;
 	json_array_foreach(json_object_get(r, "tenants"), i, t) {
-		char deny[32] = "-";
+		char deny[32] = "-", kv[40];
 		if (json_is_true(json_object_get(t, "deny_window_open")))
 			snprintf(deny, sizeof(deny), "%.0fms", num(t, "deny_remaining_ms"));
-		printf("%-20s %-10s %-7s %14.0f %12.0f %10.0f %8.0f %9.0f %9.0f %9.0f %s\n",
+		if (num(t, "kv_cap_tokens") > 0)
+			snprintf(kv, sizeof(kv), "%.0f/%.0f", num(t, "kv_reserved_tokens"),
+				 num(t, "kv_cap_tokens"));
+		else
+			snprintf(kv, sizeof(kv), "%.0f/-", num(t, "kv_reserved_tokens"));
+		printf("%-16s %-9s %-7s %11.0f %11.0f %9.0f %6.0f %6.0f %15s %9.0f %9.0f %9.0f %10.0f %s\n",
 		       str(t, "name"), str(t, "tier"), str(t, "cache"), num(t, "bucket_units"),
-		       num(t, "burst_units"), num(t, "reserved_units"), num(t, "inflight"),
-		       num(t, "admitted"), num(t, "rejected"), num(t, "settled"), deny);
+		       num(t, "burst_units"), num(t, "reserved_units"), num(t, "queued"),
+		       num(t, "inflight"), kv, num(t, "admitted"), num(t, "rejected"),
+		       num(t, "timed_out"), num(t, "peak_units_per_s"), deny);
 	}
 }
 

@@ -72,7 +72,9 @@ void fg_engine_metrics_parse(const char *text, size_t len, struct fg_engine_metr
 				num[nl] = 0;
 				char *e;
 				double v = strtod(num, &e);
-				if (e != num && isfinite(v)) {
+				/* counts and a fraction: a negative or absurd sample is a
+				 * broken exporter, and must not skew (or overflow) the sums */
+				if (e != num && isfinite(v) && v >= 0 && v <= 1e15) {
 					if (name_is(name, name_len, "vllm:num_requests_waiting")) {
 						out->waiting += v;
 						out->found |= 1;

@@ -173,8 +173,9 @@ uint64_t fg_loop_timer(struct fg_loop *loop, uint64_t after_ns, fg_timer_cb cb, 
 	t->id = loop->next_timer_id++;
 	t->cb = cb;
 	t->ctx = ctx;
+	uint64_t id = t->id; /* heap_up may move *t */
 	heap_up(loop, loop->heap_len++);
-	return t->id;
+	return id;
 }
 
 void fg_loop_timer_cancel(struct fg_loop *loop, uint64_t id)

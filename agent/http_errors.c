@@ -34,6 +34,18 @@ int fg_http_error(struct fg_buf *out, int status, const char *type, const char *
 {
 	json_t *err = json_pack("{s:{s:s, s:s, s:s?, s:s?}}", "error", "message", message, "type",
 				type, "param", param, "code", code);
+	char ascii[1024];
+
+	if (!err && message) {
+		/* jansson takes only UTF-8, and a message may quote the client's
+		 * bytes (a JSON parse error does): answer with those as '?' */
+		size_t i = 0;
+		for (; message[i] && i + 1 < sizeof(ascii); i++)
+			ascii[i] = (unsigned char)message[i] < 0x80 ? message[i] : '?';
+		ascii[i] = 0;
+		err = json_pack("{s:{s:s, s:s, s:s?, s:s?}}", "error", "message", ascii, "type", type,
+				"param", param, "code", code);
+	}
 	char *body = err ? json_dumps(err, JSON_COMPACT) : NULL;
 	int rc = -1;
 

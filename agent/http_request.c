@@ -131,6 +131,13 @@ json_t *fg_request_parse(enum fg_api api, const char *body, size_t len, struct f
 	*param = NULL;
 	if (!len)
 		FAIL(NULL, "the request body is empty; expected a JSON object");
+	/* Raw NUL is never JSON, but jansson 2.14 skips one right after a
+	 * number: refuse it here, or the engine would get bytes we priced
+	 * differently. */
+	const char *nul = memchr(body, 0, len);
+	if (nul)
+		FAIL(NULL, "the request body is not valid JSON: NUL byte at offset %zu",
+		     (size_t)(nul - body));
 	root = json_loadb(body, len, JSON_REJECT_DUPLICATES, &jerr);
 	if (!root)
 		FAIL(NULL, "the request body is not valid JSON: %s (line %d, column %d)", jerr.text,

@@ -15,11 +15,18 @@ void fg_sse_free(struct fg_sse *s)
 	fg_buf_free(&s->pending);
 }
 
-static double num(const json_t *o, const char *key)
+/* A token count no context comes near: beyond it (or negative) the engine's
+ * usage is broken, and the agent bills from its own estimate instead of
+ * turning it into a price (or an out-of-range integer conversion). */
+#define USAGE_TOKENS_MAX 1e9
+
+/* false when present but not a count; absent or not a number reads as 0 */
+static bool num(const json_t *o, const char *key, double *out)
 {
 	const json_t *v = json_object_get(o, key);
 
-	return json_is_number(v) ? json_number_value(v) : 0;
+	*out = json_is_number(v) ? json_number_value(v) : 0;
+	return *out >= 0 && *out <= USAGE_TOKENS_MAX;
 }
 
 bool fg_usage_from_json(const json_t *obj, struct fg_usage *u)
@@ -28,10 +35,10 @@ bool fg_usage_from_json(const json_t *obj, struct fg_usage *u)
 
 	if (!json_is_object(usage))
 		return false;
-	u->prompt_tokens = num(usage, "prompt_tokens");
-	u->completion_tokens = num(usage, "completion_tokens");
-	u->cached_tokens = num(json_object_get(usage, "prompt_tokens_details"), "cached_tokens");
-	return true;
+	return num(usage, "prompt_tokens", &u->prompt_tokens) &&
+	       num(usage, "completion_tokens", &u->completion_tokens) &&
+	       num(json_object_get(usage, "prompt_tokens_details"), "cached_tokens",
+		   &u->cached_tokens);
 }
 
 /* Find the end of the first event in [p, p+n): index just past the blank
@@ -90,7 +97,9 @@ static bool judge_event(struct fg_sse *s, const char *ev, size_t n)
 	struct fg_usage u;
 	bool has_usage = fg_usage_from_json(o, &u);
 	const json_t *choices = json_object_get(o, "choices");
-	bool usage_only = has_usage && json_is_array(choices) && json_array_size(choices) == 0;
+	/* the chunk the agent forced on is hidden even when its numbers are not usable */
+	bool usage_only = json_is_object(json_object_get(o, "usage")) && json_is_array(choices) &&
+			  json_array_size(choices) == 0;
 	if (has_usage) {
 		s->usage = u;
 		s->have_usage = true;

@@ -31,7 +31,8 @@ int fg_sse_feed(struct fg_sse *s, const char *p, size_t n, struct fg_buf *out);
 int fg_sse_finish(struct fg_sse *s, struct fg_buf *out);
 
 /* Usage from a JSON object that has a "usage" member (also non-stream
- * responses); false when absent or null. */
+ * responses); false when absent or null, or when a count is negative or
+ * beyond any context (the engine is broken: bill from the estimate). */
 struct json_t;
 bool fg_usage_from_json(const struct json_t *obj, struct fg_usage *u);
 

@@ -101,6 +101,49 @@ static int prepare_pin_dir(const char *pin_dir, char *err, size_t errlen)
 	return 0;
 }
 
+/* Pins left by a build whose maps have another layout cannot be reused
+ * (libbpf refuses them, and loading fails with a bare EINVAL). Find them
+ * before loading: with --cleanup the operator has asked to drop the pins,
+ * so they go; otherwise one line saying what to do. */
+static int check_pinned_layouts(struct bpf_object *obj, const char *pin_dir, bool cleanup,
+				char *err, size_t errlen)
+{
+	struct bpf_map *map;
+
+	bpf_object__for_each_map(map, obj) {
+		const char *path = bpf_map__pin_path(map);
+		struct bpf_map_info info = { 0 };
+		uint32_t len = sizeof(info);
+		bool same;
+		int fd;
+
+		if (!path || (fd = bpf_obj_get(path)) < 0)
+			continue;
+		same = !bpf_obj_get_info_by_fd(fd, &info, &len) && info.type == bpf_map__type(map) &&
+		       info.key_size == bpf_map__key_size(map) &&
+		       info.value_size == bpf_map__value_size(map) &&
+		       info.max_entries == bpf_map__max_entries(map) &&
+		       info.map_flags == bpf_map__map_flags(map);
+		close(fd);
+		if (same)
+			continue;
+		if (!cleanup) {
+			snprintf(err, errlen,
+				 "pinned map %s has another layout (left by a different fairgate "
+				 "version): start fairgated once with --cleanup, or remove %s (either "
+				 "drops deny windows, counters and learned sources)", path, pin_dir);
+			return -1;
+		}
+		if (unlink(path)) {
+			snprintf(err, errlen, "removing %s: %s", path, strerror(errno));
+			return -1;
+		}
+		fprintf(stderr, "fairgated: --cleanup: removed %s, pinned by another fairgate "
+			"version with another layout\n", path);
+	}
+	return 0;
+}
+
 /* ---- XDP attachment ---- */
 
 static int prog_name_by_id(uint32_t id, char *name, size_t len)
@@ -293,6 +336,8 @@ int fg_kernel_open(struct fg_agent_state *st, char *err, size_t errlen)
 		fg_kernel_explain(err, errlen, "opening the gate program", errno);
 		goto fail;
 	}
+	if (check_pinned_layouts(k->gate->obj, pin_dir, st->opts.cleanup, err, errlen))
+		goto fail;
 	rc = gate_bpf__load(k->gate);
 	if (rc) {
 		fg_kernel_explain(err, errlen, "loading the gate program", rc);
@@ -346,6 +391,7 @@ int fg_kernel_apply_policy(struct fg_agent_state *st, const struct fg_policy *p)
 		fprintf(stderr, "fairgated: applying policy to the maps: %s\n", err);
 		return -1;
 	}
+	fg_kernel_steer_apply(st, p);
 	return 0;
 }
 

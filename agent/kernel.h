@@ -69,5 +69,11 @@ int fg_kernel_tier_rank(const struct fg_policy *p, uint32_t tier);
 /* steer: hand TCP connections to the protected ports over to listen_fd
  * (the agent's listening socket). -1 removes it (fail-open). */
 int fg_kernel_steer_listener(struct fg_agent_state *st, int listen_fd);
+/* The agent's listener is bound to the wildcard address on a port it chose
+ * (so it takes IPv4 and IPv6): steer refuses connections to that port that
+ * were not made on this node, so clients reach it only through steer. */
+int fg_kernel_steer_private_port(struct fg_agent_state *st, uint16_t port);
+/* Whether steer is attached (transparent mode with kernel enforcement). */
+bool fg_kernel_steering(const struct fg_agent_state *st);
 
 #endif

@@ -47,5 +47,7 @@ void fg_kernel_ctl_register(void);
 /* kernel_steer.c: sk_lookup steering (transparent mode). */
 int fg_kernel_steer_open(struct fg_agent_state *st, char *err, size_t errlen);
 void fg_kernel_steer_close(struct fg_agent_state *st);
+/* After a policy reload: the engine path and the fail-open choice. */
+void fg_kernel_steer_apply(struct fg_agent_state *st, const struct fg_policy *p);
 
 #endif

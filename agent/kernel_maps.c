@@ -3,6 +3,7 @@
  * loading here (kernel.c owns that), so fairgatectl and the tests use the
  * same code fairgated does. */
 #include "agent/kernel_maps.h"
+#include "policy/overload.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -13,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/random.h>
 #include <unistd.h>
 
 #include <bpf/bpf.h>
@@ -63,7 +65,7 @@ static int map_mmaps(struct fg_maps *m, char *err, size_t errlen)
 		      sizeof(struct fg_node_counters), err, errlen) ||
 	    check_map(m->src_tenant_fd, FG_MAP_SRC_TENANT, BPF_MAP_TYPE_LPM_TRIE,
 		      sizeof(struct fg_lpm_key), sizeof(struct fg_src_static), err, errlen) ||
-	    check_map(m->src_learned_fd, FG_MAP_SRC_LEARNED, BPF_MAP_TYPE_LRU_HASH,
+	    check_map(m->src_learned_fd, FG_MAP_SRC_LEARNED, BPF_MAP_TYPE_HASH,
 		      sizeof(struct fg_src_key), sizeof(struct fg_src_learned), err, errlen))
 		return -1;
 
@@ -183,19 +185,16 @@ int fg_maps_tenant_id(const struct fg_maps *m, const char *name)
 	return -1;
 }
 
+/* The ranking rule lives in policy/overload.c, where the shedding level is
+ * chosen: the kernel must rank tiers exactly as the level assumes. */
 int fg_tier_rank(const struct fg_policy *p, uint32_t tier)
 {
-	int rank = 0;
+	int ranks[FG_MAX_TIERS];
 
 	if (tier >= p->n_tiers)
 		return 0;
-	for (uint32_t i = 0; i < p->n_tiers; i++) {
-		double wi = p->tiers[i].weight, wt = p->tiers[tier].weight;
-
-		if (wi < wt || (wi == wt && i < tier))
-			rank++;
-	}
-	return rank;
+	fg_tier_ranks(p, ranks);
+	return ranks[tier];
 }
 
 const char *fg_verdict_name(int verdict)
@@ -307,21 +306,91 @@ int fg_maps_set_overload_rank(struct fg_maps *m, int rank)
 	return 0;
 }
 
+void fg_maps_sources_changed(struct fg_maps *m)
+{
+	if (!m->node)
+		return;
+	/* 0 means "cache nothing"; wrapping through it only costs lookups. */
+	if (!__atomic_add_fetch(&m->node->attr_gen, 1, __ATOMIC_SEQ_CST))
+		__atomic_store_n(&m->node->attr_gen, 1, __ATOMIC_SEQ_CST);
+}
+
+struct learned_age {
+	uint64_t last_seen_ns;
+	uint32_t index;
+};
+
+static int cmp_age(const void *a, const void *b)
+{
+	uint64_t x = ((const struct learned_age *)a)->last_seen_ns;
+	uint64_t y = ((const struct learned_age *)b)->last_seen_ns;
+
+	return x < y ? -1 : x > y;
+}
+
+/* src_learned is full: forget the least recently seen eighth. (A plain
+ * hash, not an LRU one, so that only this file ever removes an entry and
+ * can tell gate's attribution cache about it.) */
+static int evict_learned(struct fg_maps *m)
+{
+	uint32_t cap = FG_MAP_MAX_LEARNED, n = 0, out_batch = 0, victims;
+	struct fg_src_key *keys = calloc(cap, sizeof(*keys));
+	struct fg_src_learned *vals = calloc(cap, sizeof(*vals));
+	struct learned_age *age = calloc(cap, sizeof(*age));
+	int rc = -1;
+
+	if (!keys || !vals || !age)
+		goto out;
+	for (int first = 1; n < cap; first = 0) {
+		uint32_t in_batch = out_batch, count = cap - n;
+		int err = bpf_map_lookup_batch(m->src_learned_fd, first ? NULL : &in_batch,
+					       &out_batch, keys + n, vals + n, &count, NULL);
+
+		n += count;
+		if (err) {
+			if (errno == ENOENT)
+				break;
+			goto out;
+		}
+	}
+	for (uint32_t i = 0; i < n; i++)
+		age[i] = (struct learned_age){ vals[i].last_seen_ns, i };
+	qsort(age, n, sizeof(*age), cmp_age);
+	victims = n / 8 ? n / 8 : n;
+	for (uint32_t i = 0; i < victims; i++)
+		bpf_map_delete_elem(m->src_learned_fd, &keys[age[i].index]);
+	fg_maps_sources_changed(m);
+	rc = 0;
+out:
+	free(keys);
+	free(vals);
+	free(age);
+	return rc;
+}
+
 int fg_maps_learn_source(struct fg_maps *m, const struct fg_src_key *k, uint32_t tenant_id,
 			 uint64_t now_ns)
 {
 	struct fg_src_learned v = { 0 };
+	bool known = !bpf_map_lookup_elem(m->src_learned_fd, k, &v), changed = !known;
 
-	if (!bpf_map_lookup_elem(m->src_learned_fd, k, &v)) {
-		if (v.tenant_id != tenant_id)
-			v.flags |= FG_SRC_SHARED;
-	} else {
+	if (!known) {
 		v.tenant_id = tenant_id;
 		v.flags = 0;
+	} else if (v.tenant_id != tenant_id && !(v.flags & FG_SRC_SHARED)) {
+		v.flags |= FG_SRC_SHARED;
+		changed = true;
 	}
 	v.last_seen_ns = now_ns;
-	if (bpf_map_update_elem(m->src_learned_fd, k, &v, BPF_ANY))
-		return -1;
+	if (bpf_map_update_elem(m->src_learned_fd, k, &v, BPF_ANY)) {
+		if (errno != E2BIG || known || evict_learned(m) ||
+		    bpf_map_update_elem(m->src_learned_fd, k, &v, BPF_ANY))
+			return -1;
+	}
+	/* Refreshing last_seen of an unchanged entry leaves gate's cached
+	 * answers valid; anything else invalidates them. */
+	if (changed)
+		fg_maps_sources_changed(m);
 	return (v.flags & FG_SRC_SHARED) ? 1 : 0;
 }
 
@@ -418,6 +487,16 @@ static int apply_node(struct fg_maps *m, const struct fg_policy *p)
 	}
 	if (!n->shed_sample_mask)
 		n->shed_sample_mask = SHED_SAMPLE_MASK_DEFAULT;
+	if (!(n->src_hash_key[0] | n->src_hash_key[1])) {
+		uint64_t key[2];
+
+		if (getrandom(key, sizeof(key), 0) != (ssize_t)sizeof(key))
+			return -1;
+		/* An odd multiplier; written before gate may use it (attr_gen
+		 * is bumped after the policy is in). */
+		n->src_hash_key[0] = key[0] | 1;
+		n->src_hash_key[1] = key[1];
+	}
 	return 0;
 }
 
@@ -593,10 +672,16 @@ int fg_maps_apply_policy(struct fg_maps *m, const struct fg_policy *p, char *err
 	if (remapped || p->n_tenants < FG_MAP_MAX_TENANTS)
 		remap_learned(m, new_id_of_old);
 
-	if (apply_node(m, p) || apply_static_sources(m, p, err, errlen))
+	if (apply_node(m, p)) {
+		snprintf(err, errlen, "getrandom: %s", strerror(errno));
+		goto out;
+	}
+	if (apply_static_sources(m, p, err, errlen))
 		goto out;
 	rc = 0;
 out:
+	/* Tenant ids, learned and static sources may all have moved. */
+	fg_maps_sources_changed(m);
 	free(old);
 	free(new_id_of_old);
 	free(old_id_of_new);

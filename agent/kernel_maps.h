@@ -51,9 +51,14 @@ int fg_maps_set_deny(struct fg_maps *m, uint32_t id, uint64_t until_ns, int verd
 int fg_maps_set_overload_rank(struct fg_maps *m, int rank);
 
 /* Learn addr → tenant; marks the entry shared if it already names another
- * tenant. Returns 1 if the entry is (now) shared, 0 if not, -1 on error. */
+ * tenant. Returns 1 if the entry is (now) shared, 0 if not, -1 on error.
+ * A full src_learned forgets its least recently seen eighth first. */
 int fg_maps_learn_source(struct fg_maps *m, const struct fg_src_key *k, uint32_t tenant_id,
 			 uint64_t now_ns);
+/* Call after changing src_learned or src_tenant by any other means: gate's
+ * cached attributions from before stop counting (node.attr_gen). Every
+ * fg_maps_* function that changes them calls it itself. */
+void fg_maps_sources_changed(struct fg_maps *m);
 
 /* Sum the per-CPU counters. */
 int fg_maps_tenant_counters(const struct fg_maps *m, uint32_t id, struct fg_tenant_counters *out);

@@ -1,6 +1,7 @@
 /* metrics.c — Prometheus text exposition (format 0.0.4) on
  * agent.metrics_listen: a tiny HTTP/1.x responder on the agent's loop that
- * renders the proxy's counters on each scrape. One response per
+ * renders the proxy's counters and the gateway's state (buckets, queues,
+ * KV, engine window, peaks, overload) on each scrape. One response per
  * connection (scrapers reconnect), read and write bounded. */
 #include <errno.h>
 #include <math.h>
@@ -10,6 +11,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "agent/engine_scrape.h"
 #include "agent/proxy_internal.h"
 
 #define MAX_REQUEST 8192
@@ -60,18 +62,44 @@ static void help(struct fg_buf *o, const char *name, const char *type, const cha
 	fg_buf_printf(o, "# HELP %s %s\n# TYPE %s %s\n", name, text, name, type);
 }
 
-typedef double (*tenant_value)(struct fg_tenant_rt *t, uint64_t now);
+typedef double (*tenant_value)(struct fg_gateway *gw, struct fg_tenant_rt *t, uint64_t now);
 
-static double v_billed(struct fg_tenant_rt *t, uint64_t now) { (void)now; return t->units_billed; }
-static double v_refunded(struct fg_tenant_rt *t, uint64_t now) { (void)now; return t->units_refunded; }
-static double v_level(struct fg_tenant_rt *t, uint64_t now) { return fg_bucket_level(&t->bucket, now); }
-static double v_depth(struct fg_tenant_rt *t, uint64_t now) { (void)now; return t->bucket.depth; }
-static double v_rate(struct fg_tenant_rt *t, uint64_t now) { (void)now; return t->bucket.rate; }
-static double v_reserved(struct fg_tenant_rt *t, uint64_t now) { (void)now; return t->reserved_units; }
-static double v_inflight(struct fg_tenant_rt *t, uint64_t now) { (void)now; return t->inflight; }
-static double v_queued(struct fg_tenant_rt *t, uint64_t now) { (void)t; (void)now; return 0; }
-static double v_deny(struct fg_tenant_rt *t, uint64_t now) { return t->deny_until_ns > now; }
-static double v_typical(struct fg_tenant_rt *t, uint64_t now) { (void)now; return t->typical_cost; }
+static struct fg_gw_tenant *gwt(struct fg_gateway *gw, const struct fg_tenant_rt *t)
+{
+	return &gw->t[t->id];
+}
+static double v_billed(struct fg_gateway *gw, struct fg_tenant_rt *t, uint64_t now)
+{ (void)gw; (void)now; return t->units_billed; }
+static double v_refunded(struct fg_gateway *gw, struct fg_tenant_rt *t, uint64_t now)
+{ (void)gw; (void)now; return t->units_refunded; }
+static double v_level(struct fg_gateway *gw, struct fg_tenant_rt *t, uint64_t now)
+{ return fg_bucket_level(&gwt(gw, t)->bucket, now); }
+static double v_depth(struct fg_gateway *gw, struct fg_tenant_rt *t, uint64_t now)
+{ (void)now; return gwt(gw, t)->bucket.depth; }
+static double v_rate(struct fg_gateway *gw, struct fg_tenant_rt *t, uint64_t now)
+{ (void)now; return gwt(gw, t)->bucket.rate; }
+static double v_reserved(struct fg_gateway *gw, struct fg_tenant_rt *t, uint64_t now)
+{ (void)now; return gwt(gw, t)->reserved_units; }
+static double v_queued(struct fg_gateway *gw, struct fg_tenant_rt *t, uint64_t now)
+{ (void)now; return gw->fq.t[t->id].queued; }
+static double v_inflight(struct fg_gateway *gw, struct fg_tenant_rt *t, uint64_t now)
+{ (void)now; return gwt(gw, t)->inflight - v_queued(gw, t, now); }
+static double v_deny(struct fg_gateway *gw, struct fg_tenant_rt *t, uint64_t now)
+{ (void)gw; return t->deny_published_ns > now; }
+static double v_typical(struct fg_gateway *gw, struct fg_tenant_rt *t, uint64_t now)
+{ (void)now; return gwt(gw, t)->typical_cost; }
+static double v_kv(struct fg_gateway *gw, struct fg_tenant_rt *t, uint64_t now)
+{ (void)now; return (double)gw->kv.reserved[t->id]; }
+static double v_kv_cap(struct fg_gateway *gw, struct fg_tenant_rt *t, uint64_t now)
+{ (void)now; return (double)gw->kv.cap[t->id]; }
+static double v_vtc(struct fg_gateway *gw, struct fg_tenant_rt *t, uint64_t now)
+{ (void)now; return gw->fq.t[t->id].vtc; }
+static double v_served(struct fg_gateway *gw, struct fg_tenant_rt *t, uint64_t now)
+{ (void)now; return gw->fq.t[t->id].served_units; }
+static double v_peak(struct fg_gateway *gw, struct fg_tenant_rt *t, uint64_t now)
+{ (void)now; return gw->peaks.peak[t->id]; }
+static double v_long(struct fg_gateway *gw, struct fg_tenant_rt *t, uint64_t now)
+{ (void)gw; (void)now; return (double)t->long_context; }
 
 static void per_tenant(struct fg_buf *o, struct fg_proxy *px, const char *name, const char *type,
 		       const char *text, tenant_value fn, uint64_t now)
@@ -81,8 +109,15 @@ static void per_tenant(struct fg_buf *o, struct fg_proxy *px, const char *name, 
 		struct fg_tenant_rt *t = px->quota.by_id[i];
 		fg_buf_printf(o, "%s{tenant=\"", name);
 		label(o, t->name);
-		fg_buf_printf(o, "\"} %.17g\n", fn(t, now));
+		fg_buf_printf(o, "\"} %.17g\n", fn(px->gw, t, now));
 	}
+}
+
+static void node_value(struct fg_buf *o, const char *name, const char *type, const char *text,
+		       double v)
+{
+	help(o, name, type, text);
+	fg_buf_printf(o, "%s %.17g\n", name, v);
 }
 
 char *fg_metrics_render(struct fg_proxy *px, size_t *len)
@@ -113,6 +148,21 @@ char *fg_metrics_render(struct fg_proxy *px, size_t *len)
 		   v_deny, now);
 	per_tenant(&o, px, "fairgate_tenant_typical_request_units", "gauge",
 		   "Moving average of the tenant's request price.", v_typical, now);
+	per_tenant(&o, px, "fairgate_tenant_kv_reserved_tokens", "gauge",
+		   "KV tokens reserved by the tenant's requests in the engine (n x (prompt + max output)).",
+		   v_kv, now);
+	per_tenant(&o, px, "fairgate_tenant_kv_cap_tokens", "gauge",
+		   "The tenant's cap on reserved KV tokens per replica (tier kv_cap_tokens; 0 = none).",
+		   v_kv_cap, now);
+	per_tenant(&o, px, "fairgate_tenant_virtual_service_units", "gauge",
+		   "The fair queue's virtual service counter: service received / tier weight.", v_vtc, now);
+	per_tenant(&o, px, "fairgate_tenant_served_units_total", "counter",
+		   "Units charged to the fair queue (prompt at dispatch, output as it streams).",
+		   v_served, now);
+	per_tenant(&o, px, "fairgate_tenant_peak_units_per_second", "gauge",
+		   "Highest units/s billed in one peak window (agent.peak_window_s).", v_peak, now);
+	per_tenant(&o, px, "fairgate_tenant_long_context_requests_total", "counter",
+		   "Requests sent to the long-context pool.", v_long, now);
 
 	help(&o, "fairgate_requests_total", "counter", "Requests by tenant and outcome.");
 	for (uint32_t i = 0; i < px->quota.n; i++) {
@@ -151,7 +201,8 @@ char *fg_metrics_render(struct fg_proxy *px, size_t *len)
 	fg_buf_printf(&o, "fairgate_client_connections %u\n", px->n_clients);
 	help(&o, "fairgate_engine_connections", "gauge", "Connections to the engine by state.");
 	fg_buf_printf(&o, "fairgate_engine_connections{state=\"busy\"} %u\n", px->n_busy);
-	fg_buf_printf(&o, "fairgate_engine_connections{state=\"idle\"} %u\n", px->n_idle);
+	fg_buf_printf(&o, "fairgate_engine_connections{state=\"idle\"} %u\n",
+		      px->engine.n_idle + px->long_pool.n_idle);
 	help(&o, "fairgate_engine_connects_total", "counter", "Connections opened to the engine.");
 	fg_buf_printf(&o, "fairgate_engine_connects_total %llu\n", (unsigned long long)m->engine_connects);
 	help(&o, "fairgate_engine_failures_total", "counter",
@@ -162,11 +213,58 @@ char *fg_metrics_render(struct fg_proxy *px, size_t *len)
 	fg_buf_printf(&o, "fairgate_engine_retries_total %llu\n", (unsigned long long)m->engine_retries);
 	help(&o, "fairgate_chars_per_token", "gauge",
 	     "Learned prompt characters per token, by model (\"\" = node default).");
-	for (uint32_t i = 0; i < px->quota.cal.n; i++) {
+	for (uint32_t i = 0; i < px->gw->cal.n; i++) {
 		fg_buf_printf(&o, "fairgate_chars_per_token{model=\"");
-		label(&o, px->quota.cal.e[i].model);
-		fg_buf_printf(&o, "\"} %.6g\n", px->quota.cal.e[i].chars_per_token);
+		label(&o, px->gw->cal.e[i].model);
+		fg_buf_printf(&o, "\"} %.6g\n", px->gw->cal.e[i].chars_per_token);
 	}
+	const struct fg_gateway *gw = px->gw;
+	node_value(&o, "fairgate_queued_requests", "gauge", "Requests waiting in the gateway's queues.",
+		   fg_fq_total_queued(&gw->fq));
+	node_value(&o, "fairgate_queue_backlog_seconds", "gauge",
+		   "Queued work in seconds of replica time at full speed (drives overload shedding).",
+		   fg_gw_backlog_s(gw));
+	node_value(&o, "fairgate_kv_reserved_tokens", "gauge",
+		   "KV tokens reserved on the engine by all tenants.", (double)gw->kv.node_reserved);
+	node_value(&o, "fairgate_kv_reservable_tokens", "gauge",
+		   "kv_pool_tokens x agent.kv_headroom.", (double)gw->kv.node_cap);
+	node_value(&o, "fairgate_engine_window_pending_requests", "gauge",
+		   "Requests sent to the engine without a first token yet.", gw->ew.pending_requests);
+	node_value(&o, "fairgate_engine_window_pending_tokens", "gauge",
+		   "Their prefill tokens (the window holds agent.engine_queue_steps x step tokens).",
+		   (double)gw->ew.pending_tokens);
+	node_value(&o, "fairgate_engine_window_budget_tokens", "gauge",
+		   "Prefill tokens the engine may have waiting (engine_queue_steps x step tokens).",
+		   gw->ew.steps * (double)gw->ew.step_tokens);
+	node_value(&o, "fairgate_overload_level", "gauge",
+		   "Tier rank at and below which the kernel sheds new connections (-1 = none).",
+		   px->overload_level);
+	node_value(&o, "fairgate_overload_changes_total", "counter",
+		   "Times the published overload level changed.", (double)px->overload_changes);
+	node_value(&o, "fairgate_node_peak_units_per_second", "gauge",
+		   "Highest units/s the node billed in one peak window.", gw->peaks.peak_node);
+	node_value(&o, "fairgate_oversubscription_ratio", "gauge",
+		   "Sum of tenant peaks / node peak (0 before the first closed window).",
+		   fg_peak_oversubscription(&gw->peaks));
+	node_value(&o, "fairgate_engine_preemptions_total", "counter",
+		   "Preemptions the engine reported (vllm:num_preemptions_total) since this agent started.",
+		   (double)px->engine_preemptions);
+	node_value(&o, "fairgate_engine_scrape_failures_total", "counter",
+		   "Scrapes of the engine's /metrics that failed.",
+		   px->scrape ? (double)fg_engine_scrape_failures(px->scrape) : 0);
+	node_value(&o, "fairgate_engine_scrape_successes_total", "counter",
+		   "Scrapes of the engine's /metrics that succeeded.",
+		   px->scrape ? (double)fg_engine_scrape_successes(px->scrape) : 0);
+	node_value(&o, "fairgate_engine_metrics_up", "gauge",
+		   "1 while the engine's metrics are fresh (they cross-check the engine window).",
+		   px->engine_metrics_known);
+	if (px->engine_metrics_known) {
+		node_value(&o, "fairgate_engine_waiting_requests", "gauge",
+			   "vllm:num_requests_waiting as last scraped.", px->engine_waiting);
+		node_value(&o, "fairgate_engine_running_requests", "gauge",
+			   "vllm:num_requests_running as last scraped.", px->engine_running);
+	}
+
 	help(&o, "fairgate_kernel_enforcement", "gauge", "1 when the BPF datapath is active.");
 	fg_buf_printf(&o, "fairgate_kernel_enforcement %d\n", px->st->kernel != NULL);
 

@@ -1,5 +1,5 @@
 /* proxy.c — the admission proxy's lifecycle: listen (front mode on
- * agent.listen; transparent mode additionally hands the socket to steer),
+ * agent.listen; transparent mode: proxy_transparent.c),
  * accept, the periodic timeout sweep, policy hot reload, and shutdown.
  * The request path itself is proxy_client.c (admission) and
  * proxy_upstream.c (forwarding and settlement). */
@@ -110,10 +110,11 @@ static void sweep(struct fg_loop *loop, void *ctx)
 		if (px->metrics.engine_failures + px->metrics.engine_retries != before)
 			break;
 	}
-	for (l = px->idle.next; l != &px->idle; l = next) {
-		next = l->next;
-		fg_upstream_sweep(fg_container_of(l, struct fg_upstream, link), now);
-	}
+	for (struct fg_pool *pool = &px->engine; pool; pool = pool == &px->engine ? &px->long_pool : NULL)
+		for (l = pool->idle.next; l != &pool->idle; l = next) {
+			next = l->next;
+			fg_upstream_sweep(fg_container_of(l, struct fg_upstream, link), now);
+		}
 	fg_quota_tick(px->st, &px->quota, now);
 	px->sweep_timer = fg_loop_timer(loop, FG_SWEEP_NS, sweep, px);
 }
@@ -143,46 +144,48 @@ int fg_proxy_start(struct fg_agent_state *st, char *err, size_t errlen)
 	px->metrics.listen_fd = -1;
 	px->started_ns = fg_now_ns();
 	fg_link_init(&px->clients);
-	fg_link_init(&px->idle);
+	fg_pool_init(&px->engine, "engine");
+	fg_pool_init(&px->long_pool, "long-context pool");
 	fg_link_init(&px->busy);
 	st->proxy = px;
 	take_config(px, st->policy);
 
-	if (fg_hostport_sockaddr(&a->engine, &px->engine, &px->engine_len)) {
+	if (fg_pool_set(px, &px->engine, &a->engine)) {
 		snprintf(err, errlen, "agent.engine: '%s' is not a numeric address", a->engine.host);
 		goto fail;
 	}
-	if (fg_quota_init(&px->quota, a->salt_secret_file, err, errlen))
+	if (fg_pool_set(px, &px->long_pool, &a->long_context_upstream)) {
+		snprintf(err, errlen, "agent.long_context.upstream: '%s' is not a numeric address",
+			 a->long_context_upstream.host);
 		goto fail;
-	if (fg_quota_apply(&px->quota, st->policy, &st->cm, fg_now_ns())) {
+	}
+	if (fg_sched_start(px, err, errlen))
+		goto fail;
+	if (fg_quota_init(&px->quota, px->gw, a->salt_secret_file, err, errlen))
+		goto fail;
+	if (fg_quota_apply(&px->quota, st->policy)) {
 		snprintf(err, errlen, "out of memory");
 		goto fail;
 	}
-	px->listen_fd = fg_listen_tcp(&a->listen, err, errlen, "agent.listen");
+	px->listen_fd = a->mode == FG_MODE_TRANSPARENT
+				? fg_proxy_transparent_listen(st, err, errlen)
+				: fg_listen_tcp(&a->listen, err, errlen, "agent.listen");
 	if (px->listen_fd < 0)
 		goto fail;
 	if (fg_loop_add(st->loop, px->listen_fd, EPOLLIN, accept_cb, px)) {
 		snprintf(err, errlen, "epoll: %s", strerror(errno));
 		goto fail;
 	}
-	if (a->mode == FG_MODE_TRANSPARENT) {
-		if (!st->kernel) {
-			fprintf(stderr, "fairgated: transparent mode without kernel enforcement: "
-					"nothing steers connections here; serving agent.listen only\n");
-		} else if (fg_kernel_steer_listener(st, px->listen_fd)) {
-			snprintf(err, errlen, "transparent mode: steer could not take the listener: %s",
-				 strerror(errno));
-			goto fail;
-		}
-	}
 	if (fg_metrics_start(px, err, errlen))
 		goto fail;
 	fg_ctl_proxy_register();
 	px->sweep_timer = fg_loop_timer(st->loop, FG_SWEEP_NS, sweep, px);
 	fg_proxy_publish_all(st);
-	fprintf(stderr, "fairgated: proxy on %s:%u (%s mode), engine %s:%u, metrics %s:%u\n",
-		a->listen.host, a->listen.port, a->mode == FG_MODE_TRANSPARENT ? "transparent" : "front",
-		a->engine.host, a->engine.port, a->metrics_listen.host, a->metrics_listen.port);
+	char where[64];
+	fg_proxy_listen_desc(px->listen_fd, where, sizeof(where));
+	fprintf(stderr, "fairgated: proxy on %s (%s mode), engine %s:%u, metrics %s:%u\n", where,
+		a->mode == FG_MODE_TRANSPARENT ? "transparent" : "front", a->engine.host,
+		a->engine.port, a->metrics_listen.host, a->metrics_listen.port);
 	return 0;
 
 fail:
@@ -193,23 +196,25 @@ fail:
 int fg_proxy_apply_policy(struct fg_agent_state *st, const struct fg_policy *p)
 {
 	struct fg_proxy *px = st->proxy;
-	struct sockaddr_storage engine;
-	socklen_t engine_len;
+	struct sockaddr_storage ss;
+	socklen_t len;
+	const struct fg_hostport *lc = &p->agent.long_context_upstream;
 
 	if (!px)
 		return 0;
-	if (fg_hostport_sockaddr(&p->agent.engine, &engine, &engine_len))
+	if (fg_hostport_sockaddr(&p->agent.engine, &ss, &len) ||
+	    (lc->host[0] && fg_hostport_sockaddr(lc, &ss, &len)))
 		return -1;
-	if (fg_quota_apply(&px->quota, p, &st->cm, fg_now_ns()))
+	if (fg_quota_apply(&px->quota, p))
 		return -1;
+	/* nothing fails from here: the gateway follows tenants by name; a new
+	 * engine address lets connections in use finish and drops pooled ones */
+	const struct fg_policy *old = px->gw->policy;
+	fg_gw_reload(px->gw, p, fg_now_ns());
 	take_config(px, p);
-	if (engine_len != px->engine_len || memcmp(&engine, &px->engine, engine_len)) {
-		/* new engine: connections in use finish, pooled ones go */
-		px->engine = engine;
-		px->engine_len = engine_len;
-		while (!fg_link_empty(&px->idle))
-			fg_upstream_close(fg_container_of(px->idle.next, struct fg_upstream, link));
-	}
+	fg_pool_set(px, &px->engine, &p->agent.engine);
+	fg_pool_set(px, &px->long_pool, lc);
+	fg_sched_apply_policy(px, old, p);
 	return 0;
 }
 
@@ -219,7 +224,7 @@ void fg_proxy_publish_all(struct fg_agent_state *st)
 	uint64_t now = fg_now_ns();
 
 	for (uint32_t i = 0; px && i < px->quota.n; i++)
-		fg_quota_publish(st, px->quota.by_id[i], now);
+		fg_quota_publish(st, &px->quota, px->quota.by_id[i], now);
 }
 
 void fg_proxy_stop(struct fg_agent_state *st)
@@ -241,8 +246,10 @@ void fg_proxy_stop(struct fg_agent_state *st)
 		fg_client_close(fg_container_of(px->clients.next, struct fg_client, link));
 	while (!fg_link_empty(&px->busy))
 		fg_upstream_close(fg_container_of(px->busy.next, struct fg_upstream, link));
-	while (!fg_link_empty(&px->idle))
-		fg_upstream_close(fg_container_of(px->idle.next, struct fg_upstream, link));
+	fg_pool_drain(&px->engine);
+	fg_pool_drain(&px->long_pool);
+	if (px->gw)
+		fg_sched_stop(px); /* after the clients: they settle into the gateway */
 	fg_quota_free(&px->quota);
 	fg_buf_free(&px->scratch);
 	free(px);

@@ -213,6 +213,10 @@ static void exchange_reset(struct fg_client *c)
 {
 	struct fg_exchange *x = &c->x;
 
+	/* the gateway links x->gwr into its lists: never forget it while live */
+	if (x->reserved)
+		fg_exchange_settle(c, FG_OUT_CLIENT_GONE);
+	fg_sched_exchange_end(c);
 	if (x->tenant)
 		fg_tenant_unref(&c->px->quota, x->tenant);
 	free(x->fwd_body);
@@ -420,9 +424,11 @@ static void learn_source(struct fg_client *c, struct fg_tenant_rt *t)
 
 /* ---- admission ---------------------------------------------------------- */
 
-static void refuse_rate(struct fg_client *c, const struct fg_decision *d)
+static void refuse_rate(struct fg_client *c, const struct fg_gw_decision *d)
 {
 	struct fg_tenant_rt *t = c->x.tenant;
+	const struct fg_bucket *b = &c->px->gw->t[t->id].bucket;
+	const struct fg_price *pr = &c->x.gwr.price;
 	char msg[512], hdr[128];
 	uint64_t s = fg_retry_after_s(d->wait_ns), ms = fg_retry_after_ms(d->wait_ns);
 
@@ -430,18 +436,20 @@ static void refuse_rate(struct fg_client *c, const struct fg_decision *d)
 		 "Rate limit reached for tenant '%s': this request is priced at %.0f units "
 		 "(~%.0f prompt tokens + %.0f reserved output tokens) and the quota bucket holds "
 		 "%.0f of %.0f units, refilling at %.0f units/s. Retry after %" PRIu64 " ms.",
-		 t->name, d->cost, c->x.price.prompt_tokens, c->x.price.output_tokens,
-		 fmax(0, t->bucket.level), t->bucket.depth, t->bucket.rate, ms);
+		 t->name, d->cost, pr->prompt_tokens, pr->output_tokens, fmax(0, b->level), b->depth,
+		 b->rate, ms);
 	snprintf(hdr, sizeof(hdr), "Retry-After: %" PRIu64 "\r\nretry-after-ms: %" PRIu64 "\r\n", s, ms);
 	fg_client_error(c, 429, "rate_limit_error", "rate_limit_exceeded", NULL, msg, hdr);
 }
 
-static void refuse_never(struct fg_client *c, const struct fg_decision *d)
+static void refuse_never(struct fg_client *c, const struct fg_gw_decision *d)
 {
 	struct fg_tenant_rt *t = c->x.tenant;
+	const struct fg_bucket *b = &c->px->gw->t[t->id].bucket;
+	const struct fg_price *pr = &c->x.gwr.price;
 	char msg[640];
 
-	if (t->bucket.rate <= 0)
+	if (b->rate <= 0)
 		snprintf(msg, sizeof(msg),
 			 "Tenant '%s' has no quota (units_per_s is 0): no request can be admitted.",
 			 t->name);
@@ -451,19 +459,34 @@ static void refuse_never(struct fg_client *c, const struct fg_decision *d)
 			 "(~%.0f prompt tokens + %.0f reserved output tokens, n x max_tokens) but the "
 			 "tenant's bucket holds at most %.0f units (burst_s x units_per_s). Lower "
 			 "max_tokens / max_completion_tokens, n, or the prompt.",
-			 t->name, d->cost, c->x.price.prompt_tokens, c->x.price.output_tokens,
-			 t->bucket.depth);
+			 t->name, d->cost, pr->prompt_tokens, pr->output_tokens, b->depth);
 	fg_client_error(c, 400, "invalid_request_error", "request_exceeds_quota",
-			c->x.price.output_tokens > c->x.price.prompt_tokens ? "max_tokens" : "messages",
+			pr->output_tokens > pr->prompt_tokens ? "max_tokens" : "messages",
 			msg, "x-should-retry: false\r\n");
 }
 
-/* Price and decide. Returns true when the request is admitted (and
- * reserved); otherwise the answer has been written. */
+/* Refusals for the request's size: they do not depend on the rate, so they
+ * say so (x-should-retry: false) and name the limit. */
+static void refuse_size(struct fg_client *c, const struct fg_gw_decision *d)
+{
+	struct fg_exchange *x = &c->x;
+	const char *param = x->api == FG_API_COMPLETIONS ? "prompt"
+			    : x->api == FG_API_CHAT ? "messages" : NULL;
+	const char *code = d->outcome == FG_GW_KV_NEVER ? "kv_cache_cap_exceeded"
+							: "context_length_exceeded";
+
+	fg_quota_count(x->tenant, d->outcome == FG_GW_KV_NEVER ? FG_OUT_KV_NEVER
+								: FG_OUT_CONTEXT_EXCEEDED);
+	fg_client_error(c, 400, "invalid_request_error", code, param, d->reason,
+			"x-should-retry: false\r\n");
+}
+
+/* Price and decide with the gateway. Returns true when the request is
+ * admitted (queued, or bound for the long-context pool); otherwise the
+ * answer has been written. */
 static bool admit(struct fg_client *c, json_t **root)
 {
 	struct fg_proxy *px = c->px;
-	struct fg_agent_state *st = px->st;
 	struct fg_exchange *x = &c->x;
 	char msg[384];
 	const char *param = NULL;
@@ -480,19 +503,32 @@ static bool admit(struct fg_client *c, json_t **root)
 			return false;
 		}
 	}
-	x->price = fg_price_request(&st->cm, px->quota.metering, &px->quota.cal, x->info.model,
-				    &x->info.shape, x->tenant->default_max_tokens);
 	uint64_t now = fg_now_ns();
-	struct fg_decision d = fg_quota_admit(st, &px->quota, x->tenant, &x->price, now);
-	switch (d.verdict) {
-	case FG_ADMIT:
+	struct fg_gw_decision d = fg_gw_admit(px->gw, &x->gwr, x->tenant->id, x->info.model,
+					      &x->info.shape, now);
+	x->gwr.item.owner = c;
+	switch (d.outcome) {
+	case FG_GW_QUEUED:
+	case FG_GW_LONG_CONTEXT:
 		x->reserved = true;
+		x->long_ctx = d.outcome == FG_GW_LONG_CONTEXT;
+		if (x->long_ctx)
+			x->tenant->long_context++;
+		fg_quota_publish(px->st, &px->quota, x->tenant, now);
 		return true;
-	case FG_RETRY_LATER:
+	case FG_GW_RETRY_LATER:
+		fg_quota_count(x->tenant, FG_OUT_RATE_LIMITED);
+		fg_quota_publish(px->st, &px->quota, x->tenant, now);
 		refuse_rate(c, &d);
 		return false;
-	case FG_NEVER_FITS:
+	case FG_GW_CONTEXT_EXCEEDED:
+	case FG_GW_KV_NEVER:
+	case FG_GW_NO_LONG_POOL:
+		refuse_size(c, &d);
+		return false;
+	case FG_GW_BUCKET_NEVER:
 	default:
+		fg_quota_count(x->tenant, FG_OUT_NEVER_FITS);
 		refuse_never(c, &d);
 		return false;
 	}
@@ -557,7 +593,10 @@ static void handle_request(struct fg_client *c)
 		fg_quota_count(t, FG_OUT_UNMETERED);
 	}
 	c->state = CL_ADMITTED;
-	fg_proxy_dispatch(c);
+	if (x->reserved && !x->long_ctx)
+		fg_sched_kick(px); /* waits its turn in the fair queue */
+	else
+		fg_proxy_dispatch(c); /* long context, or not metered: straight on */
 }
 
 /* ---- I/O ----------------------------------------------------------------- */

@@ -1,12 +1,14 @@
 /* proxy_internal.h — the proxy's connections and exchanges, shared by
  * proxy.c (listeners, lifecycle, timers), proxy_client.c (the client side:
- * HTTP in, identity, admission, responses out) and proxy_upstream.c (the
- * engine side: pool, forwarding, response relay, settlement).
+ * HTTP in, identity, admission, responses out), proxy_upstream.c (the
+ * engine side: pools, forwarding, response relay, settlement) and
+ * proxy_sched.c (the gateway's clock: dispatch pump, queue deadlines, the
+ * 1 s tick for overload, peaks and the engine's metrics).
  *
  * One exchange per client connection at a time; pipelined requests wait in
- * the client's input buffer. Admission (proxy_client.c: admit) and dispatch
- * (fg_proxy_dispatch) are separate steps so a per-tenant queue can sit
- * between them. */
+ * the client's input buffer. Admission (fg_gw_admit in proxy_client.c) and
+ * dispatch (fg_gw_dispatch in proxy_sched.c, then fg_proxy_dispatch) are
+ * separate steps: the per-tenant fair queue sits between them. */
 #ifndef FAIRGATE_PROXY_INTERNAL_H
 #define FAIRGATE_PROXY_INTERNAL_H
 
@@ -22,6 +24,7 @@
 #include "agent/http_sse.h"
 #include "agent/metrics.h"
 #include "agent/quota.h"
+#include "policy/gateway.h"
 
 #define FG_MAX_HEADERS 100
 #define FG_TENANT_HEADER "x-fairgate-tenant"
@@ -73,7 +76,7 @@ struct fg_proxy;
 
 enum fg_client_state {
 	CL_READING = 0,   /* waiting for / parsing a request */
-	CL_ADMITTED,      /* admitted, not yet dispatched (the future queue) */
+	CL_ADMITTED,      /* admitted, waiting in the gateway's fair queue */
 	CL_UPSTREAM,      /* forwarded; relaying the response */
 	CL_CLOSING,       /* flushing the last response, then lingering */
 };
@@ -90,8 +93,10 @@ struct fg_exchange {
 	enum fg_api api;
 	struct fg_tenant_rt *tenant; /* referenced while set */
 	struct fg_req_info info;
-	struct fg_price price;
-	bool reserved;            /* holds price.units until settled */
+	struct fg_gw_request gwr; /* the gateway's request: price, queue, KV, window */
+	bool reserved;            /* gwr is live in the gateway until settled */
+	bool long_ctx;            /* goes to the long-context pool */
+	uint64_t first_token_timer; /* non-streams: model-estimated first token */
 	char *fwd_body;           /* rewritten JSON (malloc), or NULL: send body */
 	size_t fwd_len;
 
@@ -133,9 +138,19 @@ struct fg_client {
 	struct fg_exchange x;
 };
 
+/* Keep-alive connections to one upstream address. */
+struct fg_pool {
+	const char *what;         /* "engine" / "long-context pool", for errors */
+	struct sockaddr_storage addr;
+	socklen_t addr_len;       /* 0 = not configured */
+	struct fg_link idle;      /* most recent first */
+	uint32_t n_idle;
+};
+
 struct fg_upstream {
-	struct fg_link link;      /* proxy idle pool or busy list */
+	struct fg_link link;      /* its pool's idle list or the proxy's busy list */
 	struct fg_proxy *px;
+	struct fg_pool *pool;
 	int fd;
 	bool connecting;
 	bool reused;
@@ -152,17 +167,19 @@ struct fg_upstream {
 	bool got_bytes;
 };
 
+struct fg_engine_scrape;
+
 struct fg_proxy {
 	struct fg_agent_state *st;
 	int listen_fd;
-	struct sockaddr_storage engine;
-	socklen_t engine_len;
+	struct fg_pool engine;    /* agent.engine */
+	struct fg_pool long_pool; /* agent.long_context.upstream */
 	uint16_t exempt_lo, exempt_hi, exempt_next; /* transparent mode source ports */
+	struct fg_gateway *gw;    /* bucket, queue, KV, engine window: the one source of truth */
 	struct fg_quota quota;
 	struct fg_link clients;
-	struct fg_link idle;      /* pooled engine connections, most recent first */
 	struct fg_link busy;
-	uint32_t n_clients, n_idle, n_busy;
+	uint32_t n_clients, n_busy;
 	uint64_t sweep_timer;
 	struct fg_metrics metrics;
 	struct fg_buf scratch;    /* one relay step's output, reused */
@@ -171,6 +188,20 @@ struct fg_proxy {
 	/* from the policy, in ns / bytes */
 	uint64_t header_ns, body_ns, idle_ns, upstream_ns;
 	uint64_t max_body;
+
+	/* proxy_sched.c */
+	uint64_t pump_timer;      /* a dispatch pass is scheduled */
+	uint64_t expire_timer, expire_at;
+	uint64_t tick_timer;
+	int overload_level;       /* published to the kernel; -1 none */
+	uint64_t overload_changes;
+	struct fg_engine_scrape *scrape;
+	bool engine_metrics_known;
+	uint64_t engine_metrics_ns; /* last successful scrape */
+	double engine_waiting, engine_running, engine_kv_usage;
+	double engine_preemptions_seen; /* the engine's counter when last read */
+	bool preemptions_baseline;
+	uint64_t engine_preemptions; /* preemptions seen since the agent started */
 };
 
 /* proxy.c */
@@ -178,6 +209,11 @@ int fg_hostport_sockaddr(const struct fg_hostport *hp, struct sockaddr_storage *
 			 socklen_t *len);
 /* A non-blocking listening socket; -1 with err naming `what`. */
 int fg_listen_tcp(const struct fg_hostport *hp, char *err, size_t errlen, const char *what);
+/* proxy_transparent.c: transparent mode's listener (agent.listen, or an
+ * ephemeral dual-stack loopback port), handed to steer. */
+int fg_proxy_transparent_listen(struct fg_agent_state *st, char *err, size_t errlen);
+/* "[::1]:40123" / "0.0.0.0:8000": where a socket is bound. */
+void fg_proxy_listen_desc(int fd, char *buf, size_t len);
 
 /* proxy_client.c */
 void fg_client_accept(struct fg_proxy *px, int fd, const struct sockaddr_storage *peer,
@@ -196,13 +232,37 @@ void fg_client_error(struct fg_client *c, int status, const char *type, const ch
 		     const char *param, const char *message, const char *extra_headers);
 
 /* proxy_upstream.c */
+/* Send an admitted (or unmetered) exchange to its pool. -1: the client was
+ * answered 503 (engine unavailable) and its exchange ended. */
 int fg_proxy_dispatch(struct fg_client *c);
+void fg_pool_init(struct fg_pool *pool, const char *what);
+/* Point a pool at host:port ("" host = not configured); pooled connections
+ * to a previous address are closed. -1 when the host is not numeric. */
+int fg_pool_set(struct fg_proxy *px, struct fg_pool *pool, const struct fg_hostport *hp);
+void fg_pool_drain(struct fg_pool *pool);
 void fg_upstream_abort(struct fg_upstream *u);
 void fg_upstream_resume(struct fg_upstream *u);
 void fg_upstream_sweep(struct fg_upstream *u, uint64_t now_ns);
 void fg_upstream_close(struct fg_upstream *u);
 /* Settle an exchange on whatever is known (usage, delivered, failure). */
 void fg_exchange_settle(struct fg_client *c, enum fg_outcome o);
+
+/* proxy_sched.c */
+int fg_sched_start(struct fg_proxy *px, char *err, size_t errlen);
+void fg_sched_stop(struct fg_proxy *px);
+/* The gateway's policy changed (after fg_gw_reload): engine scrape target,
+ * orphaned requests answered, a dispatch pass. */
+void fg_sched_apply_policy(struct fg_proxy *px, const struct fg_policy *old,
+			   const struct fg_policy *p);
+/* Run a dispatch pass soon (from the loop, never inside the caller). */
+void fg_sched_kick(struct fg_proxy *px);
+/* Progress of a dispatched exchange: first token, output so far. */
+void fg_sched_first_token(struct fg_client *c);
+void fg_sched_output(struct fg_client *c, double completion_tokens);
+/* Non-streams: arm the model-estimated first-token timer at dispatch. */
+void fg_sched_sent(struct fg_client *c);
+/* The exchange is over: drop its timers. */
+void fg_sched_exchange_end(struct fg_client *c);
 
 /* headers */
 void fg_hdrs_reset(struct fg_hdrs *h);

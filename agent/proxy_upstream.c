@@ -1,9 +1,10 @@
-/* proxy_upstream.c — the engine side of the proxy: a keep-alive connection
- * pool, forwarding an admitted request, relaying the response chunk by
- * chunk (SSE event by event, with the forced usage chunk hidden), and
- * settling the reservation on how the exchange ended: usage from the
- * engine, what a departed client received, or a refund when the engine
- * failed. */
+/* proxy_upstream.c — the engine side of the proxy: keep-alive connection
+ * pools (the engine, and the long-context pool when one is configured),
+ * forwarding an admitted request, relaying the response chunk by chunk (SSE
+ * event by event, with the forced usage chunk hidden, first token and
+ * output reported to the gateway as they stream), and settling the
+ * gateway's request on how the exchange ended: usage from the engine, what a
+ * departed client received, or a refund when the engine failed. */
 #include <errno.h>
 #include <inttypes.h>
 #include <limits.h>
@@ -42,20 +43,51 @@ void fg_upstream_close(struct fg_upstream *u)
 	close(u->fd);
 	fg_link_del(&u->link);
 	if (u->idle)
-		px->n_idle--;
+		u->pool->n_idle--;
 	else
 		px->n_busy--;
 	fg_buf_free(&u->out);
 	free(u);
 }
 
-static struct fg_upstream *pool_get(struct fg_proxy *px)
+void fg_pool_init(struct fg_pool *pool, const char *what)
 {
-	if (fg_link_empty(&px->idle))
+	memset(pool, 0, sizeof(*pool));
+	pool->what = what;
+	fg_link_init(&pool->idle);
+}
+
+void fg_pool_drain(struct fg_pool *pool)
+{
+	while (!fg_link_empty(&pool->idle))
+		fg_upstream_close(fg_container_of(pool->idle.next, struct fg_upstream, link));
+}
+
+int fg_pool_set(struct fg_proxy *px, struct fg_pool *pool, const struct fg_hostport *hp)
+{
+	struct sockaddr_storage ss = { 0 };
+	socklen_t len = 0;
+	(void)px;
+
+	if (hp->host[0] && fg_hostport_sockaddr(hp, &ss, &len))
+		return -1;
+	if (len != pool->addr_len || memcmp(&ss, &pool->addr, len)) {
+		/* a new address: connections in use finish, pooled ones go */
+		fg_pool_drain(pool);
+		pool->addr = ss;
+		pool->addr_len = len;
+	}
+	return 0;
+}
+
+static struct fg_upstream *pool_get(struct fg_pool *pool)
+{
+	if (fg_link_empty(&pool->idle))
 		return NULL;
-	struct fg_upstream *u = fg_container_of(px->idle.next, struct fg_upstream, link);
+	struct fg_upstream *u = fg_container_of(pool->idle.next, struct fg_upstream, link);
+	struct fg_proxy *px = u->px;
 	fg_link_del(&u->link);
-	px->n_idle--;
+	pool->n_idle--;
 	u->idle = false;
 	u->reused = true;
 	fg_link_add(&px->busy, &u->link);
@@ -73,16 +105,16 @@ static void pool_put(struct fg_upstream *u)
 	u->idle_since_ns = fg_now_ns();
 	fg_link_del(&u->link);
 	px->n_busy--;
-	fg_link_add(&px->idle, &u->link);
-	px->n_idle++;
+	fg_link_add(&u->pool->idle, &u->link);
+	u->pool->n_idle++;
 	set_events(u, EPOLLIN | EPOLLRDHUP); /* to notice the engine closing it */
-	if (px->n_idle > FG_POOL_MAX_IDLE)
-		fg_upstream_close(fg_container_of(px->idle.prev, struct fg_upstream, link));
+	if (u->pool->n_idle > FG_POOL_MAX_IDLE)
+		fg_upstream_close(fg_container_of(u->pool->idle.prev, struct fg_upstream, link));
 }
 
 /* Transparent mode: upstream connections take a source port that steer
  * exempts, or sk_lookup would hand them straight back to us. */
-static int bind_exempt_port(struct fg_proxy *px, int fd)
+static int bind_exempt_port(struct fg_proxy *px, struct fg_pool *pool, int fd)
 {
 	if (!px->exempt_lo)
 		return 0;
@@ -92,7 +124,7 @@ static int bind_exempt_port(struct fg_proxy *px, int fd)
 	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
 	for (unsigned i = 0; i < span; i++) {
 		uint16_t port = (uint16_t)(px->exempt_lo + (px->exempt_next++ % span));
-		struct sockaddr_storage ss = { .ss_family = px->engine.ss_family };
+		struct sockaddr_storage ss = { .ss_family = pool->addr.ss_family };
 		socklen_t len;
 		if (ss.ss_family == AF_INET6) {
 			((struct sockaddr_in6 *)&ss)->sin6_port = htons(port);
@@ -110,19 +142,23 @@ static int bind_exempt_port(struct fg_proxy *px, int fd)
 	return -1;
 }
 
-static struct fg_upstream *connect_new(struct fg_proxy *px)
+static struct fg_upstream *connect_new(struct fg_proxy *px, struct fg_pool *pool)
 {
-	int fd = socket(px->engine.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (!pool->addr_len) {
+		errno = EDESTADDRREQ;
+		return NULL;
+	}
+	int fd = socket(pool->addr.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	int one = 1;
 
 	if (fd < 0)
 		return NULL;
 	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-	if (bind_exempt_port(px, fd)) {
+	if (bind_exempt_port(px, pool, fd)) {
 		close(fd);
 		return NULL;
 	}
-	int rc = connect(fd, (struct sockaddr *)&px->engine, px->engine_len);
+	int rc = connect(fd, (struct sockaddr *)&pool->addr, pool->addr_len);
 	if (rc && errno != EINPROGRESS) {
 		int e = errno;
 		close(fd);
@@ -137,6 +173,7 @@ static struct fg_upstream *connect_new(struct fg_proxy *px)
 		return NULL;
 	}
 	u->px = px;
+	u->pool = pool;
 	u->fd = fd;
 	u->events = EPOLLOUT | EPOLLIN | EPOLLRDHUP;
 	u->connecting = rc != 0;
@@ -180,15 +217,18 @@ static bool usage_of_body(const char *p, size_t n, struct fg_usage *u)
 void fg_exchange_settle(struct fg_client *c, enum fg_outcome o)
 {
 	struct fg_proxy *px = c->px;
-	struct fg_agent_state *st = px->st;
+	struct fg_gateway *gw = px->gw;
 	struct fg_exchange *x = &c->x;
+	struct fg_gw_request *r = &x->gwr;
 	struct fg_usage u = { 0 };
 	bool have_usage = false;
 	double billed = 0;
+	uint64_t now = fg_now_ns();
 
 	if (!x->reserved || !x->tenant)
 		return;
 	x->reserved = false;
+	fg_sched_exchange_end(c);
 
 	if (x->sse && x->sse_state.have_usage) {
 		u = x->sse_state.usage;
@@ -198,29 +238,28 @@ void fg_exchange_settle(struct fg_client *c, enum fg_outcome o)
 	}
 	if (have_usage && u.prompt_tokens > 0 && !x->info.shape.prompt_token_ids &&
 	    x->info.shape.prompt_chars && x->api != FG_API_OTHER_BODY)
-		fg_calibration_learn(&px->quota.cal, x->info.model, x->info.shape.prompt_chars,
+		fg_calibration_learn(&gw->cal, x->info.model, x->info.shape.prompt_chars,
 				     (uint64_t)u.prompt_tokens);
 
-	switch (o) {
-	case FG_OUT_OK:
-	case FG_OUT_CLIENT_GONE:
-		if (have_usage) {
-			billed = fg_settle_units(&st->cm, px->quota.metering, &x->price, &u);
-		} else {
+	bool served = (o == FG_OUT_OK || o == FG_OUT_CLIENT_GONE) && r->state != FG_GW_S_QUEUED;
+	if (served) {
+		if (!have_usage) {
 			/* no usage: what was delivered (streams), else what was reserved */
-			struct fg_usage est = { .prompt_tokens = x->price.prompt_tokens };
+			u = (struct fg_usage){ .prompt_tokens = r->price.prompt_tokens };
 			if (x->sse)
-				est.completion_tokens = (double)x->sse_state.content_events;
+				u.completion_tokens = (double)x->sse_state.content_events;
 			else if (o == FG_OUT_OK)
-				est.completion_tokens = x->price.output_tokens;
-			billed = fg_settle_units(&st->cm, px->quota.metering, &x->price, &est);
+				u.completion_tokens = r->price.output_tokens;
 		}
-		break;
-	default:
-		billed = 0; /* the engine failed or refused: the platform's cost */
-		break;
+		billed = fg_gw_finish(gw, r, &u, now);
+	} else {
+		/* still queued (the client left), or the engine failed or refused:
+		 * the tenant pays nothing, the platform's cost */
+		fg_gw_abort(gw, r, now);
 	}
-	fg_quota_settle(st, &px->quota, x->tenant, x->price.units, billed, o, fg_now_ns());
+	fg_quota_ended(x->tenant, r->price.units, billed, o);
+	fg_quota_publish(px->st, &px->quota, x->tenant, now);
+	fg_sched_kick(px); /* KV, the engine window and the fair queue moved */
 }
 
 /* ---- forwarding -------------------------------------------------------------- */
@@ -337,10 +376,11 @@ static void refuse_unavailable(struct fg_client *c, const char *why)
 static int dispatch(struct fg_client *c, bool fresh)
 {
 	struct fg_proxy *px = c->px;
-	struct fg_upstream *u = fresh ? NULL : pool_get(px);
+	struct fg_pool *pool = c->x.long_ctx ? &px->long_pool : &px->engine;
+	struct fg_upstream *u = fresh ? NULL : pool_get(pool);
 
 	if (!u)
-		u = connect_new(px);
+		u = connect_new(px, pool);
 	if (!u) {
 		refuse_unavailable(c, strerror(errno));
 		return -1;
@@ -363,7 +403,11 @@ static int dispatch(struct fg_client *c, bool fresh)
 
 int fg_proxy_dispatch(struct fg_client *c)
 {
-	return dispatch(c, false);
+	if (dispatch(c, false))
+		return -1;
+	if (c->x.reserved)
+		fg_sched_sent(c);
+	return 0;
 }
 
 /* ---- response relay ------------------------------------------------------------ */
@@ -427,6 +471,8 @@ static int on_r_headers(http_parser *p)
 		 (x->api == FG_API_CHAT || x->api == FG_API_COMPLETIONS);
 	if (x->sse)
 		fg_sse_init(&x->sse_state, !x->info.client_wants_usage);
+	else if (x->reserved)
+		fg_sched_first_token(c); /* a whole answer (or an error): the engine is done with it */
 
 	rc |= fg_buf_printf(o, "HTTP/1.1 %d %s\r\n", x->status,
 			    http_status_str((enum http_status)x->status));
@@ -472,6 +518,10 @@ static int on_r_body(http_parser *p, const char *at, size_t len)
 		fg_buf_reset(scratch);
 		if (fg_sse_feed(&x->sse_state, at, len, scratch))
 			return -1;
+		/* content events ~ tokens so far (the role chunk counts one too
+		 * many); usage at the end corrects the fair queue's charge */
+		if (x->reserved && x->sse_state.content_events)
+			fg_sched_output(c, (double)x->sse_state.content_events);
 		return emit(c, fg_buf_head(scratch), fg_buf_used(scratch));
 	}
 	if (x->reserved && !x->resp_copy_overflow) {

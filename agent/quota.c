@@ -1,5 +1,5 @@
-/* quota.c — per-tenant runtime state, admission/settlement and publishing
- * to the kernel; see quota.h. */
+/* quota.c — the proxy's tenant table, outcome counters and publishing the
+ * gateway's per-tenant state to the kernel; see quota.h. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,12 +18,33 @@ const char *const fg_outcome_names[FG_OUT_N] = {
 	[FG_OUT_ENGINE_ERROR] = "engine_error",
 	[FG_OUT_ENGINE_REJECTED] = "engine_rejected",
 	[FG_OUT_UNMETERED] = "unmetered",
+	[FG_OUT_QUEUE_TIMEOUT] = "queue_timeout",
+	[FG_OUT_CONTEXT_EXCEEDED] = "context_exceeded",
+	[FG_OUT_KV_NEVER] = "kv_never",
+	[FG_OUT_TENANT_GONE] = "tenant_gone",
 };
 
-int fg_quota_init(struct fg_quota *q, const char *secret_path, char *err, size_t errlen)
+bool fg_outcome_is_refusal(enum fg_outcome o)
+{
+	switch (o) {
+	case FG_OUT_RATE_LIMITED:
+	case FG_OUT_NEVER_FITS:
+	case FG_OUT_BAD_REQUEST:
+	case FG_OUT_QUEUE_TIMEOUT:
+	case FG_OUT_CONTEXT_EXCEEDED:
+	case FG_OUT_KV_NEVER:
+	case FG_OUT_TENANT_GONE:
+		return true;
+	default:
+		return false;
+	}
+}
+
+int fg_quota_init(struct fg_quota *q, struct fg_gateway *gw, const char *secret_path, char *err,
+		  size_t errlen)
 {
 	memset(q, 0, sizeof(*q));
-	fg_calibration_init(&q->cal);
+	q->gw = gw;
 	if (fg_salt_secret_load(secret_path, &q->secret, err, errlen))
 		return -1;
 	q->have_secret = true;
@@ -88,32 +109,24 @@ static int build_key_index(const struct fg_policy *p, struct fg_tenant_rt **by_i
 }
 
 static void configure(struct fg_quota *q, struct fg_tenant_rt *t, const struct fg_policy *p,
-		      uint32_t id, uint64_t now_ns, bool fresh)
+		      uint32_t id)
 {
 	const struct fg_tenant *pt = &p->tenants[id];
 	const struct fg_tier *tier = pt->tier < p->n_tiers ? &p->tiers[pt->tier] : NULL;
-	double rate = pt->units_per_s, depth = pt->burst_s * pt->units_per_s;
 
 	snprintf(t->name, sizeof(t->name), "%s", pt->name);
 	t->id = id;
 	t->tier = pt->tier;
 	t->live = true;
 	t->priority = tier ? tier->priority : 0;
-	t->default_max_tokens = tier ? tier->default_max_tokens : 0;
 	t->salted = pt->cache == FG_CACHE_SALTED;
 	t->salt[0] = 0;
 	if (t->salted && (!q->have_secret || fg_salt_for_tenant(&q->secret, t->name, t->salt)))
 		t->salt[0] = 0; /* never reached: apply refuses salted tenants without a salt */
-	if (fresh)
-		fg_bucket_init(&t->bucket, rate, depth, now_ns);
-	else
-		fg_bucket_reshape(&t->bucket, rate, depth, now_ns);
 }
 
-int fg_quota_apply(struct fg_quota *q, const struct fg_policy *p, const struct fg_cost_model *cm,
-		   uint64_t now_ns)
+int fg_quota_apply(struct fg_quota *q, const struct fg_policy *p)
 {
-	(void)cm;
 	uint32_t n = p->n_tenants;
 	struct fg_tenant_rt **by_id = calloc(n ? n : 1, sizeof(*by_id));
 	bool *reused = calloc(q->n ? q->n : 1, sizeof(*reused));
@@ -143,7 +156,7 @@ int fg_quota_apply(struct fg_quota *q, const struct fg_policy *p, const struct f
 
 	/* nothing can fail from here on: commit */
 	for (uint32_t i = 0; i < n; i++)
-		configure(q, by_id[i], p, i, now_ns, fresh[i]);
+		configure(q, by_id[i], p, i);
 	for (uint32_t j = 0; j < q->n; j++) {
 		if (reused[j])
 			continue;
@@ -162,7 +175,6 @@ int fg_quota_apply(struct fg_quota *q, const struct fg_policy *p, const struct f
 	q->n = n;
 	q->keys = keys;
 	q->key_mask = mask;
-	q->metering = p->agent.metering;
 	free(reused);
 	free(fresh);
 	return 0;
@@ -219,68 +231,38 @@ void fg_tenant_unref(struct fg_quota *q, struct fg_tenant_rt *t)
 void fg_quota_count(struct fg_tenant_rt *t, enum fg_outcome o)
 {
 	t->outcomes[o]++;
-	if (o == FG_OUT_RATE_LIMITED || o == FG_OUT_NEVER_FITS || o == FG_OUT_BAD_REQUEST)
+	if (fg_outcome_is_refusal(o))
 		t->rejected++;
 }
 
-struct fg_decision fg_quota_admit(struct fg_agent_state *st, struct fg_quota *q,
-				  struct fg_tenant_rt *t, const struct fg_price *price,
-				  uint64_t now_ns)
+void fg_quota_ended(struct fg_tenant_rt *t, double reserved, double billed, enum fg_outcome o)
 {
-	(void)q;
-	struct fg_decision d = fg_admission_decide(&t->bucket, price->units, now_ns);
-
-	switch (d.verdict) {
-	case FG_ADMIT:
-		t->admitted++;
-		t->inflight++;
-		t->reserved_units += d.cost;
-		t->typical_cost = fg_typical_cost_update(t->typical_cost, d.cost);
-		break;
-	case FG_RETRY_LATER:
-		fg_quota_count(t, FG_OUT_RATE_LIMITED);
-		/* a flood of refusals is what the window is for: count it as typical too */
-		t->typical_cost = fg_typical_cost_update(t->typical_cost, d.cost);
-		break;
-	case FG_NEVER_FITS:
-		fg_quota_count(t, FG_OUT_NEVER_FITS);
-		break;
-	}
-	fg_quota_publish(st, t, now_ns);
-	return d;
-}
-
-void fg_quota_settle(struct fg_agent_state *st, struct fg_quota *q, struct fg_tenant_rt *t,
-		     double reserved, double billed, enum fg_outcome o, uint64_t now_ns)
-{
-	(void)q;
-	fg_bucket_settle(&t->bucket, reserved, billed, now_ns);
-	t->reserved_units -= reserved;
-	if (t->reserved_units < 1e-6)
-		t->reserved_units = 0; /* float residue of many add/subtracts */
-	if (t->inflight)
-		t->inflight--;
+	fg_quota_count(t, o);
 	t->settled++;
-	t->outcomes[o]++;
 	t->units_billed += billed;
 	if (reserved > billed)
 		t->units_refunded += reserved - billed;
-	fg_quota_publish(st, t, now_ns);
 }
 
-void fg_quota_publish(struct fg_agent_state *st, struct fg_tenant_rt *t, uint64_t now_ns)
+void fg_quota_publish(struct fg_agent_state *st, struct fg_quota *q, struct fg_tenant_rt *t,
+		      uint64_t now_ns)
 {
-	if (!t->live || !st->kernel)
+	struct fg_gateway *gw = q->gw;
+
+	if (!t->live || !st->kernel || !gw || t->id >= gw->policy->n_tenants)
 		return;
-	const struct fg_policy *p = st->policy;
+	struct fg_gw_tenant *g = &gw->t[t->id];
+	uint32_t queued = gw->fq.t[t->id].queued;
 	struct fg_tenant_pub pub = {
-		.bucket_units = fg_bucket_level(&t->bucket, now_ns),
-		.rate_units_per_s = t->bucket.rate,
-		.burst_units = t->bucket.depth,
-		.reserved_units = t->reserved_units,
-		.kv_cap_tokens = t->tier < p->n_tiers ? p->tiers[t->tier].kv_cap_tokens : 0,
-		.inflight = t->inflight,
-		.admitted = t->admitted,
+		.bucket_units = fg_bucket_level(&g->bucket, now_ns),
+		.rate_units_per_s = g->bucket.rate,
+		.burst_units = g->bucket.depth,
+		.reserved_units = g->reserved_units,
+		.kv_resident_tokens = gw->kv.reserved[t->id],
+		.kv_cap_tokens = gw->kv.cap[t->id],
+		.inflight = g->inflight > queued ? g->inflight - queued : 0, /* sent, not waiting */
+		.queued = queued,
+		.admitted = g->admitted,
 		.rejected = t->rejected,
 	};
 	fg_kernel_publish_tenant(st, t->id, &pub);
@@ -289,20 +271,20 @@ void fg_quota_publish(struct fg_agent_state *st, struct fg_tenant_rt *t, uint64_
 	 * the operator (fairgatectl tenant deny): leave it alone */
 	uint64_t in_force = 0;
 	if (fg_kernel_get_deny(st, t->id, &in_force) != FG_VERDICT_ALLOW &&
-	    in_force != t->deny_until_ns)
+	    in_force != t->deny_published_ns)
 		return;
-	uint64_t until = fg_deny_until_ns(&t->bucket, t->typical_cost, now_ns);
+	uint64_t until = fg_gw_deny_until(gw, t->id, now_ns);
 	if (until) {
-		uint64_t was = t->deny_until_ns;
+		uint64_t was = t->deny_published_ns;
 		if (!was || until > was + DENY_REPUBLISH_SLACK_NS ||
 		    until + DENY_REPUBLISH_SLACK_NS < was) {
 			fg_kernel_set_deny_from(st, t->id, until, FG_VERDICT_DELAY, FG_DENY_QUOTA);
-			t->deny_until_ns = until;
+			t->deny_published_ns = until;
 		}
-	} else if (t->deny_until_ns) {
-		if (t->deny_until_ns > now_ns) /* refilled early (refunds): close it now */
+	} else if (t->deny_published_ns) {
+		if (t->deny_published_ns > now_ns) /* refilled early (refunds): close it now */
 			fg_kernel_set_deny_from(st, t->id, 0, FG_VERDICT_ALLOW, FG_DENY_QUOTA);
-		t->deny_until_ns = 0;
+		t->deny_published_ns = 0;
 	}
 }
 
@@ -310,7 +292,7 @@ void fg_quota_tick(struct fg_agent_state *st, struct fg_quota *q, uint64_t now_n
 {
 	for (uint32_t i = 0; i < q->n; i++) {
 		struct fg_tenant_rt *t = q->by_id[i];
-		if (t->deny_until_ns)
-			fg_quota_publish(st, t, now_ns);
+		if (t->deny_published_ns)
+			fg_quota_publish(st, q, t, now_ns);
 	}
 }

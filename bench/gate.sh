@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # gate.sh BUILD_DIR — the datapath benchmark (`make bench` runs it):
 #  1. ns/packet of gate against a bare XDP_DROP, side by side, through
-#     BPF_PROG_TEST_RUN (fg-gate-bench: repeat ≥ 1e6, medians of several
-#     runs; the shed case one packet per run, see fg-gate-bench.c);
+#     BPF_PROG_TEST_RUN (fg-gate-bench: repeat ≥ 1e6, medians of 9 runs;
+#     the shed case through a restoring helper and one packet per run, see
+#     fg-gate-bench.c);
 #  2. the rate at which gate, attached by fairgated in native mode on a
 #     veth, drops a SYN flood of a tenant in a delay window, next to the rate
 #     the generator offered. (The same flood against the agent's 429s waits
@@ -36,7 +37,7 @@ ip -n "$NSC" addr add 198.18.9.2/24 dev "$IFC"
 IFC_INDEX=$(ip netns exec "$NSC" cat /sys/class/net/"$IFC"/ifindex)
 
 echo "== gate: ns/packet vs a bare XDP_DROP (BPF_PROG_TEST_RUN) =="
-"$BUILD/fg-gate-bench" --runs "${FG_BENCH_RUNS:-7}" --repeat "${FG_BENCH_REPEAT:-1000000}" || exit 1
+"$BUILD/fg-gate-bench" --runs "${FG_BENCH_RUNS:-9}" --repeat "${FG_BENCH_REPEAT:-1000000}" || exit 1
 
 echo
 echo "== gate: SYN flood on a veth, native XDP, tenant in a delay window =="

@@ -4,7 +4,8 @@
  * Only a TCP SYN without ACK (and without RST) to a protected port is judged;
  * every other packet passes untouched, so established flows never pay more
  * than a header parse. A judged SYN is attributed to a tenant (learned
- * source, else policy CIDR, else unattributed → pass) and then:
+ * source, else policy CIDR, else unattributed → pass; the answer is cached
+ * per source, see src_cache) and then:
  *
  *   no deny window, no overload      → XDP_PASS
  *   inside a window or overloaded    → the allowance may still pass it,
@@ -36,22 +37,77 @@ char LICENSE[] SEC("license") = "Dual BSD/GPL";
 #define MAX_VLAN_TAGS 2
 #define MAX_IPV6_EXT 4
 
+/* The attribution cache: one direct-mapped slot per hash of the source,
+ * holding the answer fg_attribute_src gave (tenant or -1, and whether a
+ * shared learned entry was skipped), so a source costs an array load
+ * instead of a hash lookup, and a CIDR-only source the LPM trie walk only
+ * the first time. Not pinned: a fresh fairgated starts empty.
+ *
+ * Exactness: an entry is used only while its gen equals node.attr_gen,
+ * which userspace bumps after changing src_learned or src_tenant. gen is
+ * read before the lookups that fill an entry, so a fill racing a change is
+ * stamped with the old generation and never used. seq is a seqlock: odd
+ * while a CPU rewrites the entry (writers take it with a compare-and-swap
+ * and give up if another CPU holds it); readers retry nothing, they fall
+ * back to the lookups. And an entry lives CACHE_TTL_TICKS at most, so an
+ * edit that does not bump attr_gen (bpftool on the pinned maps) still
+ * takes effect within about a second. */
+struct src_cache_entry {
+	__u32 seq;
+	__u32 gen;
+	__u64 addr[2];
+	__u32 answer;      /* tenant id + 1 (0 = unattributed) | CACHE_SHARED */
+	__u32 filled;      /* jiffies, low 32 bits */
+};
+
+#define CACHE_SHARED (1u << 16)
+#define CACHE_TTL_TICKS 256 /* 1 s at HZ=250, 0.26 s at 1000, 2.6 s at 100 */
+
+static struct src_cache_entry src_cache[FG_SRC_CACHE_SLOTS];
+
+#define barrier() asm volatile("" ::: "memory")
+#define READ_ONCE(x) (*(volatile typeof(x) *)&(x))
+#define WRITE_ONCE(x, v) (*(volatile typeof(x) *)&(x) = (v))
+
+/* gate's clock: bpf_ktime_get_coarse_ns(), CLOCK_MONOTONIC at tick
+ * resolution (the timeline fg_now_ns() writes deadlines in), read through
+ * the jiffies counter: the coarse clock only moves when jiffies does, and
+ * bpf_jiffies64() is one load where the coarse helper is a call that cost
+ * a delayed SYN a few ns (fg-gate-bench). Written ns first, jiffies last, so
+ * a CPU that sees this tick's jiffies sees a reading from it or later. The
+ * time read lags by at most two ticks (≤ 8 ms at HZ=250), which windows of
+ * seconds and an allowance of a few SYNs per second do not notice. */
+static __u64 clock_jiffies, clock_ns;
+
+static __always_inline __u64 coarse_now(void)
+{
+	__u64 j = bpf_jiffies64(), now;
+
+	if (READ_ONCE(clock_jiffies) == j)
+		return READ_ONCE(clock_ns);
+	now = bpf_ktime_get_coarse_ns();
+	WRITE_ONCE(clock_ns, now);
+	barrier();
+	WRITE_ONCE(clock_jiffies, j);
+	return now;
+}
+
 struct vlan_tag {
 	__be16 tci;
 	__be16 proto;
 };
 
 /* What the parser learned about one SYN; offsets are from ctx->data, so
- * they survive bpf_xdp_adjust_tail(), which invalidates every pointer. */
+ * they survive bpf_xdp_adjust_tail(), which invalidates every pointer.
+ * sport is filled only by a full parse, which the one path that needs it
+ * (a sampled shed event) runs again for itself. */
 struct syn_info {
 	__u32 l3_off;
-	__u32 l4_off;
-	__u32 seg_len;     /* sequence space the SYN consumes: payload + SYN + FIN */
+	__u32 l4_off;      /* l3_off + the IP header (with options / extensions) */
 	__u16 dport;       /* host order */
 	__u16 sport;
 	__u8 ipv6;
-	__u8 l3_extra;     /* IPv4 options or IPv6 extension headers present */
-	struct fg_src_key src;
+	struct fg_src_key src __attribute__((aligned(8)));
 };
 
 enum parse_result { NOT_A_SYN = 0, SYN = 1, MALFORMED = 2 };
@@ -88,7 +144,8 @@ static __always_inline int parse_ipv6_exts(void *data, void *data_end, __u32 *of
 	return is_ipv6_ext(*nexthdr) ? -1 : 0;
 }
 
-static __always_inline enum parse_result parse_syn(struct xdp_md *ctx, struct syn_info *s)
+static __always_inline enum parse_result parse_syn(struct xdp_md *ctx, struct syn_info *s,
+						   const int full)
 {
 	void *data = (void *)(long)ctx->data;
 	void *data_end = (void *)(long)ctx->data_end;
@@ -99,7 +156,7 @@ static __always_inline enum parse_result parse_syn(struct xdp_md *ctx, struct sy
 
 	if ((void *)(eth + 1) > data_end)
 		return NOT_A_SYN;
-	proto = eth->h_proto;
+	proto = ((__be16 *)data)[6]; /* h_proto; ethhdr is packed, this is one load */
 	for (int i = 0; i < MAX_VLAN_TAGS; i++) {
 		struct vlan_tag *tag;
 
@@ -133,7 +190,6 @@ static __always_inline enum parse_result parse_syn(struct xdp_md *ctx, struct sy
 			return MALFORMED;
 		l4_len = tot - ihl;
 		s->ipv6 = 0;
-		s->l3_extra = ihl > sizeof(*ip);
 		fg_src_from_v4(&s->src, ip->saddr);
 		off += ihl;
 	} else if (proto == bpf_htons(ETH_P_IPV6)) {
@@ -158,7 +214,6 @@ static __always_inline enum parse_result parse_syn(struct xdp_md *ctx, struct sy
 			return MALFORMED;
 		l4_len = bpf_ntohs(ip6->payload_len) - (off - ext_start);
 		s->ipv6 = 1;
-		s->l3_extra = off != ext_start;
 		__builtin_memcpy(s->src.addr, &ip6->saddr, sizeof(s->src.addr));
 	} else {
 		return NOT_A_SYN;
@@ -173,125 +228,143 @@ static __always_inline enum parse_result parse_syn(struct xdp_md *ctx, struct sy
 	if (doff < sizeof(*tcp) || l4_len < doff)
 		return MALFORMED;
 	s->l4_off = off;
-	s->seg_len = l4_len - doff + 1 /* SYN */ + (tcp->fin ? 1 : 0);
 	s->dport = bpf_ntohs(tcp->dest);
-	s->sport = bpf_ntohs(tcp->source);
+	if (full)
+		s->sport = bpf_ntohs(tcp->source);
 	return SYN;
 }
 
+/* The same frame parsed again with every field (it has not changed). */
+static __noinline int parse_full(struct xdp_md *ctx, struct syn_info *s)
+{
+	return parse_syn(ctx, s, 1) == SYN;
+}
+
+/* Internet checksum of a sum of native-endian 16-, 32- and 64-bit loads of
+ * network-order data: 2^16 ≡ 1 (mod 0xffff), so wide words add up to the
+ * same ones'-complement sum as their 16-bit halves (RFC 1071). */
 static __always_inline __u16 csum_fold(__u64 sum)
 {
+	sum = (sum & 0xffffffff) + (sum >> 32);
 	sum = (sum & 0xffff) + (sum >> 16);
 	sum = (sum & 0xffff) + (sum >> 16);
 	sum = (sum & 0xffff) + (sum >> 16);
 	return (__u16)~sum;
 }
 
-static __always_inline __u64 csum_words(const __u16 *w, int n)
+static __always_inline __u64 csum_u64(__u64 w)
 {
-	__u64 sum = 0;
-
-	for (int i = 0; i < n; i++)
-		sum += w[i];
-	return sum;
+	return (w & 0xffffffff) + (w >> 32);
 }
 
-/* Rewrite the SYN in place into the RST+ACK the kernel would have sent for a
- * closed port (RFC 9293 3.10.7.1: SEQ=0, ACK=SEG.SEQ+SEG.LEN, RST|ACK), trim
- * its options and payload, and bounce it out of the same interface. */
-static __always_inline int send_rst(struct xdp_md *ctx, const struct syn_info *s)
+/* Shed: rewrite the SYN in place into the RST+ACK the kernel would have
+ * sent for a closed port (RFC 9293 3.10.7.1: SEQ=0, ACK=SEG.SEQ+SEG.LEN,
+ * RST|ACK), trim its options and payload, and bounce it out of the same
+ * interface. A SYN with IPv4 options or IPv6 extension headers is dropped
+ * instead: an RST must not echo them, and rebuilding the frame without
+ * them is not worth the code for SYNs no ordinary client sends. */
+static __noinline int refuse(struct xdp_md *ctx, const struct syn_info *s,
+			     struct fg_node_counters *nc)
 {
 	void *data = (void *)(long)ctx->data;
 	void *data_end = (void *)(long)ctx->data_end;
-	int new_len = (int)s->l4_off + (int)sizeof(struct tcphdr);
-	struct ethhdr *eth;
-	struct tcphdr *tcp;
-	__u8 mac[ETH_ALEN];
-	__u32 ack, l3, l4;
-	__u16 port;
-	__u64 sum;
-
-	if (new_len < (int)(data_end - data) &&
-	    bpf_xdp_adjust_tail(ctx, new_len - (int)(data_end - data)))
-		return XDP_DROP;
-	data = (void *)(long)ctx->data;
-	data_end = (void *)(long)ctx->data_end;
-
-	eth = data;
-	if ((void *)(eth + 1) > data_end)
-		return XDP_DROP;
-	__builtin_memcpy(mac, eth->h_source, ETH_ALEN);
-	__builtin_memcpy(eth->h_source, eth->h_dest, ETH_ALEN);
-	__builtin_memcpy(eth->h_dest, mac, ETH_ALEN);
-
 	/* Masks, not just comparisons, so the verifier keeps the bounds
 	 * whatever order the compiler emits; they never change a real offset
 	 * (l3 ≤ 22, l4 ≤ 62 on this path) and the checks catch anything else. */
-	l3 = s->l3_off & 0x3f;
-	l4 = s->l4_off & 0x7f;
+	__u32 l3 = s->l3_off & 0x3f, l4 = s->l4_off & 0x7f, seg_len, ports;
+	int new_len = (int)l4 + (int)sizeof(struct tcphdr);
+	struct tcphdr *tcp;
+	__u64 sum;
+
+	if (s->l4_off != s->l3_off + (s->ipv6 ? sizeof(struct ipv6hdr) : sizeof(struct iphdr))) {
+		nc->rst_fallback_drop++;
+		return XDP_DROP;
+	}
 	if (l3 != s->l3_off || l4 != s->l4_off)
 		return XDP_DROP;
-	tcp = data + l4;
-	if ((void *)(tcp + 1) > data_end)
+	nc->rst_sent++;
+	if (new_len < (int)(data_end - data) &&
+	    bpf_xdp_adjust_tail(ctx, new_len - (int)(data_end - data)))
 		return XDP_DROP;
-	port = tcp->source;
-	tcp->source = tcp->dest;
-	tcp->dest = port;
-	ack = bpf_ntohl(tcp->seq) + s->seg_len;
-	tcp->ack_seq = bpf_htonl(ack);
-	tcp->seq = 0;
-	((__u16 *)tcp)[6] = bpf_htons((5 << 12) | 0x14); /* doff 5, RST|ACK */
-	tcp->window = 0;
-	tcp->check = 0;
-	tcp->urg_ptr = 0;
-	sum = csum_words((const __u16 *)tcp, sizeof(*tcp) / 2);
+	/* Trimming kept every header byte but moved the pointers. */
+	data = (void *)(long)ctx->data;
+	data_end = (void *)(long)ctx->data_end;
+	tcp = data + l4;
+	if ((void *)(tcp + 1) > data_end || data + ETH_HLEN > data_end)
+		return XDP_DROP;
 
+	/* Swap the MACs: dst is bytes 0-5, src 6-11. */
+	{
+		__u32 d03 = *(__u32 *)data, s89 = *(__u32 *)(data + 8);
+		__u16 d45 = *(__u16 *)(data + 4), s67 = *(__u16 *)(data + 6);
+
+		*(__u16 *)data = s67;
+		*(__u32 *)(data + 2) = s89;
+		*(__u32 *)(data + 6) = d03;
+		*(__u16 *)(data + 10) = d45;
+	}
+
+	seg_len = 1 /* SYN */ + (tcp->fin ? 1 : 0) - tcp->doff * 4;
 	if (s->ipv6) {
 		struct ipv6hdr *ip6 = data + l3;
-		struct in6_addr a;
+		__u64 a0, a1, b0, b1;
 
 		if ((void *)(ip6 + 1) > data_end)
 			return XDP_DROP;
-		*(__be32 *)ip6 = bpf_htonl(0x60000000);
-		ip6->payload_len = bpf_htons(sizeof(*tcp));
-		ip6->nexthdr = IPPROTO_TCP;
-		ip6->hop_limit = RST_TTL;
-		a = ip6->saddr;
-		ip6->saddr = ip6->daddr;
-		ip6->daddr = a;
-		sum += csum_words((const __u16 *)&ip6->saddr, 16);
-		sum += bpf_htons(sizeof(*tcp)) + bpf_htons(IPPROTO_TCP);
+		seg_len += bpf_ntohs(ip6->payload_len);
+		a0 = *(__u64 *)&ip6->saddr;
+		a1 = *((__u64 *)&ip6->saddr + 1);
+		b0 = *(__u64 *)&ip6->daddr;
+		b1 = *((__u64 *)&ip6->daddr + 1);
+		*(__u32 *)ip6 = bpf_htonl(0x60000000);
+		/* payload_len 20, next header TCP, hop limit */
+		*((__u32 *)ip6 + 1) = bpf_htonl(20 << 16 | IPPROTO_TCP << 8 | RST_TTL);
+		*(__u64 *)&ip6->saddr = b0;
+		*((__u64 *)&ip6->saddr + 1) = b1;
+		*(__u64 *)&ip6->daddr = a0;
+		*((__u64 *)&ip6->daddr + 1) = a1;
+		sum = csum_u64(a0) + csum_u64(a1) + csum_u64(b0) + csum_u64(b1);
 	} else {
 		struct iphdr *ip = data + l3;
-		__be32 a;
+		__u32 a = ip->saddr, b = ip->daddr;
 
 		if ((void *)(ip + 1) > data_end)
 			return XDP_DROP;
-		((__u8 *)ip)[0] = 0x45;
-		ip->tos = 0;
-		ip->tot_len = bpf_htons(sizeof(*ip) + sizeof(*tcp));
-		ip->id = 0;
-		ip->frag_off = bpf_htons(IP_DF);
-		ip->ttl = RST_TTL;
-		ip->protocol = IPPROTO_TCP;
-		a = ip->saddr;
-		ip->saddr = ip->daddr;
+		seg_len += bpf_ntohs(ip->tot_len) - sizeof(*ip);
+		/* version 4, ihl 5, tos 0, tot_len 40 | id 0, DF | ttl, TCP */
+		*(__u32 *)ip = bpf_htonl(0x45000000 | 40);
+		*((__u32 *)ip + 1) = bpf_htonl(IP_DF);
+		*((__u32 *)ip + 2) = bpf_htonl(RST_TTL << 24 | IPPROTO_TCP << 16);
+		ip->saddr = b;
 		ip->daddr = a;
-		ip->check = 0;
-		ip->check = csum_fold(csum_words((const __u16 *)ip, sizeof(*ip) / 2));
-		sum += csum_words((const __u16 *)&ip->saddr, 4);
-		sum += bpf_htons(sizeof(*tcp)) + bpf_htons(IPPROTO_TCP);
+		ip->check = csum_fold((__u64)bpf_htonl(0x45000000 | 40) + bpf_htonl(IP_DF) +
+				      bpf_htonl(RST_TTL << 24 | IPPROTO_TCP << 16) + a + b);
+		sum = (__u64)a + b;
 	}
+	sum += bpf_htons(sizeof(*tcp)) + bpf_htons(IPPROTO_TCP); /* rest of the pseudo-header */
+
+	/* Ports swapped (a 16-bit rotation of the first word), SEQ 0, ACK,
+	 * doff 5 with RST|ACK, window, checksum and urgent pointer 0. */
+	ports = *(__u32 *)tcp;
+	*(__u32 *)tcp = ports >> 16 | ports << 16;
+	tcp->ack_seq = bpf_htonl(bpf_ntohl(tcp->seq) + seg_len);
+	tcp->seq = 0;
+	*((__u32 *)tcp + 3) = bpf_htonl(0x50140000);
+	*((__u32 *)tcp + 4) = 0;
+	sum += (__u64)ports + tcp->ack_seq + bpf_htonl(0x50140000);
 	tcp->check = csum_fold(sum);
 	return XDP_TX;
 }
 
-static __always_inline void sample_event(struct fg_node_state *n, const struct syn_info *s,
-					 __u32 tid, __u32 reason, __u64 count, __u64 now)
+/* Out of line, like everything a judged SYN rarely needs: the hot path
+ * keeps its values in registers. */
+static __noinline void emit_event(struct xdp_md *ctx, __u32 tid, __u32 reason, __u64 count,
+				  __u64 now)
 {
 	struct fg_shed_event ev;
+	struct syn_info full, *s = &full;
 
-	if ((count - 1) & n->shed_sample_mask)
+	if (!parse_full(ctx, s))
 		return;
 	ev.ts_ns = now;
 	ev.tenant_id = tid;
@@ -303,6 +376,70 @@ static __always_inline void sample_event(struct fg_node_state *n, const struct s
 	bpf_ringbuf_output(&shed_events, &ev, sizeof(ev), 0);
 }
 
+/* One event per shed_sample_mask + 1 delays and sheds of a tenant on a CPU
+ * (count is that CPU's total so far, so the first is always reported). */
+static __always_inline void sample_event(struct xdp_md *ctx, const struct fg_node_state *n,
+					 __u32 tid, __u32 reason, __u64 count, __u64 now)
+{
+	if (!((count - 1) & n->shed_sample_mask))
+		emit_event(ctx, tid, reason, count, now);
+}
+
+/* A cache miss: ask the maps, then fill the slot if no other CPU is
+ * writing it (seq still the even value read before the lookups). Kept out
+ * of line so the hit path keeps its values in registers. */
+static __noinline int attribute_slow(const struct fg_src_key *src, struct src_cache_entry *e,
+				     __u32 seq, __u32 gen, struct fg_node_counters *nc)
+{
+	__u32 now = (__u32)bpf_jiffies64();
+	const __u64 *a = (const __u64 *)src->addr;
+	int id, shared;
+
+	id = fg_attribute_src(src, &shared);
+	/* No tenant by that id (a learned entry edited by hand): judged as
+	 * unattributed either way, and the answer fits its 16 bits. */
+	if (id >= FG_MAP_MAX_TENANTS)
+		id = -1;
+	if (shared)
+		nc->shared_source++;
+	if (gen && !(seq & 1) && __sync_val_compare_and_swap(&e->seq, seq, seq + 1) == seq) {
+		e->gen = gen;
+		e->addr[0] = a[0];
+		e->addr[1] = a[1];
+		e->answer = (__u32)(id + 1) | (shared ? CACHE_SHARED : 0);
+		e->filled = now;
+		barrier();
+		WRITE_ONCE(e->seq, seq + 2);
+	}
+	return id;
+}
+
+/* Tenant id of a source (-1 = unattributed), from the cache if it holds a
+ * current answer, else from the maps. Every read of the slot is volatile,
+ * so they happen in program order between the two reads of seq. */
+static __always_inline int attribute(const struct syn_info *s, const struct fg_node_state *n,
+				     struct fg_node_counters *nc)
+{
+	const __u64 *a = (const __u64 *)s->src.addr;
+	__u32 gen = READ_ONCE(n->attr_gen);
+	__u32 slot = fg_src_cache_slot(n->src_hash_key, a[0], a[1]);
+	struct src_cache_entry *e = &src_cache[slot & (FG_SRC_CACHE_SLOTS - 1)];
+	__u32 seq = READ_ONCE(e->seq);
+
+	if (READ_ONCE(e->gen) == gen && READ_ONCE(e->addr[0]) == a[0] &&
+	    READ_ONCE(e->addr[1]) == a[1]) {
+		__u32 answer = READ_ONCE(e->answer), age = (__u32)bpf_jiffies64() - READ_ONCE(e->filled);
+
+		/* Unchanged and even (no writer); gen 0 = nothing cached. */
+		if (READ_ONCE(e->seq) == (seq & ~1u) && gen && age < CACHE_TTL_TICKS) {
+			if (answer & CACHE_SHARED)
+				nc->shared_source++;
+			return (int)(answer & 0xffff) - 1;
+		}
+	}
+	return attribute_slow(&s->src, e, seq, gen, nc);
+}
+
 SEC("xdp")
 int fg_gate(struct xdp_md *ctx)
 {
@@ -310,12 +447,12 @@ int fg_gate(struct xdp_md *ctx)
 	struct fg_tenant_counters *tc;
 	struct fg_tenant_state *t;
 	struct fg_node_state *n;
-	struct syn_info s = {};
+	struct syn_info s;
 	__u32 zero = 0, tid, verdict = FG_VERDICT_ALLOW, overload = 0;
 	__u64 now, until;
 	int id;
 
-	switch (parse_syn(ctx, &s)) {
+	switch (parse_syn(ctx, &s, 0)) {
 	case NOT_A_SYN:
 		return XDP_PASS;
 	case MALFORMED:
@@ -335,7 +472,7 @@ int fg_gate(struct xdp_md *ctx)
 		return XDP_PASS;
 	nc->syn_judged++;
 
-	id = fg_attribute(&s.src, nc);
+	id = attribute(&s, n, nc);
 	if (id < 0) {
 		nc->unattributed++;
 		return XDP_PASS;
@@ -348,14 +485,18 @@ int fg_gate(struct xdp_md *ctx)
 		return XDP_PASS;
 	}
 
-	/* CLOCK_MONOTONIC at tick resolution: the same timeline fg_now_ns()
-	 * writes deadlines in, lagging by at most one tick (≤ 4 ms), which
-	 * a window of seconds does not notice; and on a kvm-clock guest it
-	 * costs ~1 ns where bpf_ktime_get_ns() costs ~23 (fg-gate-bench). */
-	now = bpf_ktime_get_coarse_ns();
-	until = *(volatile __u64 *)&t->deny_until_ns;
+	/* The common case: no window, node not overloaded for this tier. */
+	until = READ_ONCE(t->deny_until_ns);
+	if (!until && t->tier_rank >= READ_ONCE(n->overload_below)) {
+		tc->syn_passed++;
+		return XDP_PASS;
+	}
+
+	/* Tick resolution is plenty here; on this kvm-clock guest
+	 * bpf_ktime_get_ns() cost ~23 ns (fg-gate-bench). */
+	now = coarse_now();
 	if (until > now)
-		verdict = *(volatile __u32 *)&t->verdict;
+		verdict = READ_ONCE(t->verdict);
 	if (verdict != FG_VERDICT_DELAY && verdict != FG_VERDICT_SHED) {
 		verdict = FG_VERDICT_ALLOW;
 		if (t->tier_rank < n->overload_below) {
@@ -375,20 +516,12 @@ int fg_gate(struct xdp_md *ctx)
 
 	if (verdict == FG_VERDICT_DELAY) {
 		tc->syn_delayed++;
-		sample_event(n, &s, tid, FG_SHED_DELAY, tc->syn_delayed + tc->syn_shed, now);
+		sample_event(ctx, n, tid, FG_SHED_DELAY, tc->syn_delayed + tc->syn_shed, now);
 		return XDP_DROP;
 	}
 	tc->syn_shed++;
 	tc->overload_shed += overload;
-	sample_event(n, &s, tid, overload ? FG_SHED_OVERLOAD : FG_SHED_RST,
+	sample_event(ctx, n, tid, overload ? FG_SHED_OVERLOAD : FG_SHED_RST,
 		     tc->syn_delayed + tc->syn_shed, now);
-	if (s.l3_extra) {
-		/* An RST must not echo IPv4 options or IPv6 routing headers;
-		 * rebuilding the frame without them is not worth the code for
-		 * SYNs no ordinary client sends. Refuse by dropping instead. */
-		nc->rst_fallback_drop++;
-		return XDP_DROP;
-	}
-	nc->rst_sent++;
-	return send_rst(ctx, &s);
+	return refuse(ctx, &s, nc);
 }

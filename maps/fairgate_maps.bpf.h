@@ -35,7 +35,7 @@ struct {
 } src_tenant SEC(".maps");
 
 struct {
-	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, FG_MAP_MAX_LEARNED);
 	__type(key, struct fg_src_key);
 	__type(value, struct fg_src_learned);
@@ -66,23 +66,34 @@ struct {
 } shed_events SEC(".maps");
 
 /* Both programs attribute sources the same way: a learned address that is
- * not shared wins, else the policy's CIDRs; -1 = unattributed. */
-static __always_inline int fg_attribute(const struct fg_src_key *src, struct fg_node_counters *nc)
+ * not shared wins, else the policy's CIDRs; -1 = unattributed. *shared says
+ * a learned entry was skipped because it is shared. */
+static __always_inline int fg_attribute_src(const struct fg_src_key *src, int *shared)
 {
 	struct fg_src_learned *learned = bpf_map_lookup_elem(&src_learned, src);
 	struct fg_lpm_key lk;
 	struct fg_src_static *st;
 
+	*shared = 0;
 	if (learned) {
 		if (!(learned->flags & FG_SRC_SHARED))
 			return (int)learned->tenant_id;
-		if (nc)
-			nc->shared_source++;
+		*shared = 1;
 	}
 	lk.prefixlen = 128;
 	__builtin_memcpy(lk.addr, src->addr, sizeof(lk.addr));
 	st = bpf_map_lookup_elem(&src_tenant, &lk);
 	return st ? (int)st->tenant_id : -1;
+}
+
+/* The same, counting skipped shared sources in nc (may be NULL). */
+static __always_inline int fg_attribute(const struct fg_src_key *src, struct fg_node_counters *nc)
+{
+	int shared, id = fg_attribute_src(src, &shared);
+
+	if (shared && nc)
+		nc->shared_source++;
+	return id;
 }
 
 static __always_inline void fg_src_from_v4(struct fg_src_key *k, __be32 addr)

@@ -21,11 +21,13 @@
 #define FG_MAP_TENANTS      "tenants"      /* array, mmapable: struct fg_tenant_state */
 #define FG_MAP_TENANT_STATS "tenant_stats" /* percpu array: struct fg_tenant_counters */
 #define FG_MAP_SRC_TENANT   "src_tenant"   /* LPM trie: policy CIDRs → tenant */
-#define FG_MAP_SRC_LEARNED  "src_learned"  /* LRU hash: learned source → tenant */
+#define FG_MAP_SRC_LEARNED  "src_learned"  /* hash: learned source → tenant (aged by the agent) */
 #define FG_MAP_NODE         "node"         /* array[1], mmapable: struct fg_node_state */
 #define FG_MAP_NODE_STATS   "node_stats"   /* percpu array[1]: struct fg_node_counters */
 #define FG_MAP_SHED_EVENTS  "shed_events"  /* ringbuf: struct fg_shed_event */
 #define FG_MAP_STEER_SOCK   "steer_sock"   /* sockmap[1]: the agent's listener */
+#define FG_PIN_STEER_LINK   "steer_link"   /* steer's netns bpf_link, pinned only
+					    * with agent.steer_fail_open: false */
 
 #define FG_MAP_MAX_TENANTS  1024           /* == FG_MAX_TENANTS in policy/policy.h */
 #define FG_MAP_MAX_LEARNED  65536
@@ -115,8 +117,9 @@ struct fg_node_state {
 	__u32 shed_sample_mask;   /* emit one shed event per (mask+1) per CPU/tenant */
 	__u64 agent_started_ns;   /* CLOCK_MONOTONIC of the owning fairgated start */
 	/* steer (sk_lookup). The agent's own upstream connections are never
-	 * steered: those to agent.engine (steer_engine_*), and any whose source
-	 * port lies in [steer_exempt_lo, steer_exempt_hi] (0 = no range). */
+	 * steered: those that arrive on loopback (so they were made in this
+	 * namespace) and go to agent.engine (steer_engine_*) or come from a
+	 * source port in [steer_exempt_lo, steer_exempt_hi] (0 = no range). */
 	__u16 steer_exempt_lo;
 	__u16 steer_exempt_hi;
 	__u32 steer_flags;        /* FG_STEER_* */
@@ -126,10 +129,20 @@ struct fg_node_state {
 	/* Interfaces gate is attached to: steer leaves the SYNs that came in
 	 * through them alone (gate has judged them, allowance included). */
 	__u32 gate_ifindex[FG_MAX_GATE_IFACES];
+	/* gate caches what it attributed a source to (its own, unpinned
+	 * src_cache); an entry counts only while its generation equals
+	 * attr_gen. Userspace bumps attr_gen after every change to src_learned
+	 * or src_tenant (kernel_maps.c does), so a cached answer never outlives
+	 * the entries it came from. 0 = never set: nothing is cached. */
+	__u32 attr_gen;
+	__u32 attr_pad;
+	__u64 src_hash_key[2];    /* random, [0] odd: see fg_src_cache_slot */
 };
 
 enum fg_steer_flags {
 	FG_STEER_ON = 1u << 0,    /* steering enabled (transparent mode) */
+	FG_STEER_FAIL_CLOSED = 1u << 1, /* no agent listener: refuse (SK_DROP)
+					 * instead of falling through to the engine */
 };
 
 /* Per-CPU node counters (index 0). */
@@ -188,5 +201,20 @@ struct fg_shed_event {
 	__u16 dport;
 	__u32 count;              /* per-CPU sheds of this tenant so far */
 };
+
+/* The slot of gate's attribution cache for a source (fg_src_key as two
+ * 64-bit words, which gate loads anyway to compare): the halves folded,
+ * then multiply-shift with the node's random keys, so which sources share
+ * a slot is not predictable from outside (a source that does share one
+ * only costs lookups, never a wrong answer). Used by gate and by the tests
+ * that aim two sources at one slot. */
+#define FG_SRC_CACHE_BITS 16
+#define FG_SRC_CACHE_SLOTS (1u << FG_SRC_CACHE_BITS)
+
+static inline __attribute__((always_inline)) __u32
+fg_src_cache_slot(const __u64 key[2], __u64 a0, __u64 a1)
+{
+	return (__u32)(((a0 ^ a1 ^ key[1]) * key[0]) >> (64 - FG_SRC_CACHE_BITS));
+}
 
 #endif

@@ -116,12 +116,16 @@ struct fg_agent {
 	enum fg_sched_policy engine_scheduling; /* what the engine runs */
 	uint64_t max_body_bytes;
 	double kv_headroom;                 /* fraction of the pool the node may reserve */
+	double peak_window_s;               /* peak units/s measured over windows this long (60) */
 	char salt_secret_file[FG_PATH_MAX]; /* per-tenant cache salts derive from it; "" = unset */
 	/* proxy timeouts, seconds (agent.timeouts: header_s, body_s, idle_s, upstream_s) */
 	double header_timeout_s;            /* request line + headers must arrive within */
 	double body_timeout_s;              /* the body must arrive within, after the headers */
 	double idle_timeout_s;              /* keep-alive connection with no request */
 	double upstream_timeout_s;          /* engine silent (no byte) for this long: 504 */
+	/* transparent mode: with no agent listener, steer lets connections
+	 * through to the engine (1, the default) or refuses them (0) */
+	int steer_fail_open;
 };
 
 struct fg_policy {

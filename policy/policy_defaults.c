@@ -45,8 +45,10 @@ void fg_policy_defaults(struct fg_policy *p)
 	a->engine_scheduling = FG_ENGINE_FCFS;
 	a->max_body_bytes = 8u << 20;
 	a->kv_headroom = 0.95;
+	a->peak_window_s = 60;
 	a->header_timeout_s = 10;
 	a->body_timeout_s = 30;
 	a->idle_timeout_s = 60;
 	a->upstream_timeout_s = 600;
+	a->steer_fail_open = 1;
 }

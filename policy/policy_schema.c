@@ -355,13 +355,18 @@ static const struct fg_enum_name meterings[] = {
 	{ "replica_time", FG_METER_REPLICA_TIME }, { "raw_tokens", FG_METER_RAW_TOKENS },
 	{ "requests", FG_METER_REQUESTS }, { NULL, 0 },
 };
+static const struct fg_enum_name booleans[] = {
+	{ "true", 1 }, { "false", 0 }, { NULL, 0 },
+};
 static const struct fg_enum_name schedulings[] = {
 	{ "fcfs", FG_ENGINE_FCFS }, { "priority", FG_ENGINE_PRIORITY }, { NULL, 0 },
 };
 
 static const struct fg_field long_context_fields[] = {
 	UINT("threshold", struct fg_agent, long_context_threshold, 1, 1e9, REQ),
-	STR("upstream", FG_K_HOSTPORT, struct fg_agent, long_context_upstream, REQ),
+	/* optional: without one, requests above the threshold are refused (400
+	 * naming this pool's limit) instead of routed */
+	STR("upstream", FG_K_HOSTPORT, struct fg_agent, long_context_upstream, 0),
 };
 static const struct fg_schema long_context_schema = SCHEMA(long_context_fields);
 
@@ -390,8 +395,10 @@ static const struct fg_field agent_fields[] = {
 	ENUM("engine_scheduling", struct fg_agent, engine_scheduling, schedulings),
 	UINT("max_body_bytes", struct fg_agent, max_body_bytes, 1024, 1 << 30, 0),
 	DBL("kv_headroom", struct fg_agent, kv_headroom, 0, 1, GT),
+	DBL("peak_window_s", struct fg_agent, peak_window_s, 0, 86400, GT),
 	STR("salt_secret_file", FG_K_PATH, struct fg_agent, salt_secret_file, 0),
 	SUB("timeouts", 0, timeouts_schema, 0),
+	ENUM("steer_fail_open", struct fg_agent, steer_fail_open, booleans),
 };
 static const struct fg_schema agent_schema = SCHEMA(agent_fields);
 
@@ -414,6 +421,19 @@ static int decode_agent(struct fg_pctx *c, const struct fg_ynode *v, void *base,
 
 	if (fg_decode_map(c, v, &agent_schema, a, path, NULL))
 		return -1;
+	/* Transparent mode: the engine keeps the protected port and steer hands
+	 * connections to the agent's socket wherever it is, so without a
+	 * `listen` the agent takes an ephemeral loopback port ("" = that). */
+	if (a->mode == FG_MODE_TRANSPARENT && !fg_ymap_get(v, "listen")) {
+		a->listen.host[0] = '\0';
+		a->listen.port = 0;
+	}
+	if (a->mode == FG_MODE_TRANSPARENT && a->listen.port)
+		for (uint32_t i = 0; i < a->n_protected_ports; i++)
+			if (a->protected_ports[i] == a->listen.port)
+				return fg_pfail(c, at_either(v, "listen", "protected_ports"),
+						"agent.listen %s:%u: in transparent mode the engine listens on the protected port %u; give the agent another port, or no listen at all (an ephemeral loopback port)",
+						a->listen.host, a->listen.port, a->listen.port);
 	if (a->mode == FG_MODE_FRONT && same_endpoint(&a->listen, &a->engine))
 		return fg_pfail(c, at_either(v, "engine", "listen"),
 				"agent.engine %s:%u is the agent's own listen address; the proxy would forward to itself",

@@ -71,6 +71,34 @@ static int byte_at_mark(const char *buf, size_t len, size_t line, size_t col)
 	return -1;
 }
 
+/* At the end of input without a final line break libyaml counts one more
+ * line (column 0 of a line the file does not have): point at the end of
+ * the last line instead. Breaks as libyaml counts them: LF, CR, CRLF, NEL,
+ * LS, PS. */
+static void clamp_to_input(const char *buf, size_t len, unsigned *line, unsigned *col)
+{
+	unsigned lines = 1, tail = 0;
+
+	for (size_t i = 0; i < len; i++) {
+		unsigned char c = (unsigned char)buf[i];
+		bool crlf = c == '\r' && i + 1 < len && buf[i + 1] == '\n';
+		bool nel = c == 0xc2 && i + 1 < len && (unsigned char)buf[i + 1] == 0x85;
+		bool ls_ps = c == 0xe2 && i + 2 < len && (unsigned char)buf[i + 1] == 0x80 &&
+			     ((unsigned char)buf[i + 2] == 0xa8 || (unsigned char)buf[i + 2] == 0xa9);
+		if (c == '\n' || c == '\r' || nel || ls_ps) {
+			lines++;
+			tail = 0;
+			i += crlf || nel ? 1 : ls_ps ? 2 : 0;
+		} else if ((c & 0xc0) != 0x80) {
+			tail++;
+		}
+	}
+	if (*line > lines && *col == 1) {
+		*line = lines;
+		*col = tail + 1;
+	}
+}
+
 static int syntax_error(struct loader *l, const yaml_parser_t *p)
 {
 	unsigned line, col;
@@ -88,6 +116,7 @@ static int syntax_error(struct loader *l, const yaml_parser_t *p)
 	}
 	line = (unsigned)p->problem_mark.line + 1;
 	col = (unsigned)p->problem_mark.column + 1;
+	clamp_to_input(l->buf, l->len, &line, &col);
 	if (byte_at_mark(l->buf, l->len, p->problem_mark.line, p->problem_mark.column) == '\t')
 		return fail_at(l, line, col, "invalid YAML: a tab cannot indent or separate YAML here; use spaces");
 	if (p->context)

@@ -3,7 +3,11 @@
 # gate) in a network namespace, running examples/policy.yaml; three tenants
 # drive load from their own source ranges in a client namespace (acme and
 # globex inside their quotas, initech far over its own); then what happened
-# per tenant, and the BPF maps as bpftool shows them.
+# per tenant, and the BPF maps as bpftool shows them. While the load runs a
+# per-tenant table refreshes every second (share of replica time billed,
+# queued, KV reserved, 429s, kernel sheds); at the end a summary and the
+# virtual-time scenario table (fg-scenarios: the same gateway code against
+# the simulator's engine model).
 #
 # Only the agent block is rewritten (addresses inside the namespaces) and
 # initech's burst is cut to 5 s so its limit shows within seconds.
@@ -55,6 +59,7 @@ agent:
   deny_allowance_per_s: 2
   metrics_listen: 127.0.0.1:9464
   salt_secret_file: $TMP/salt.key
+  peak_window_s: 2
 EOF
 
 echo "== fairgate demo: examples/policy.yaml, $SECS s of load =="
@@ -81,7 +86,35 @@ echo "driving: acme 4 req/s, globex 2 req/s (inside their quotas), initech 25 re
 load acme sk-acme-demo 10.1.0.1 4 2000 200
 load globex sk-globex-demo 10.2.0.1 2 2000 200
 load initech sk-initech-demo 192.168.30.1 25 2000 300
-sleep $((SECS + 1))
+# The live table: one snapshot a second from the agent (fairgatectl status)
+# and the kernel (fairgatectl tenant list: gate's counters).
+live_table() {
+	local st tl
+	st=$("$BUILD/fairgatectl" status --json --ctl "$TMP/ctl.sock" 2>/dev/null) || return
+	tl=$(FAIRGATE_PIN_DIR=$PIN "$BUILD/fairgatectl" tenant list --json 2>/dev/null || echo '{"tenants":[]}')
+	jq -rn --argjson s "$st" --arg t "$1" '
+		"t=\($t)s  queued \($s.scheduling.queued), backlog \($s.scheduling.backlog_s * 100 | round / 100) s, " +
+		"KV \($s.scheduling.kv.reserved_tokens)/\($s.scheduling.kv.reservable_tokens), overload " +
+		(if $s.scheduling.overload.level < 0 then "none" else ($s.scheduling.overload.shed_tiers | join(",")) end)'
+	jq -rn --argjson s "$st" --argjson k "$tl" '
+		($s.tenants | map(.units_billed) | add) as $all |
+		(["tenant", "share", "queued", "inflight", "KV reserved", "429s", "timeouts", "kernel sheds", "delayed"] | @tsv),
+		($s.tenants[] | . as $x |
+		 (($k.tenants[] | select(.name == $x.name) | .counters) // {}) as $c |
+		 [$x.name,
+		  (if $all > 0 then "\(($x.units_billed / $all * 1000 | round) / 10)%" else "-" end),
+		  $x.queued, $x.inflight, "\($x.kv_reserved_tokens)/\($x.kv_cap_tokens)",
+		  ($x.outcomes.rate_limited + $x.outcomes.queue_timeout), $x.outcomes.queue_timeout,
+		  ($c.syn_shed // 0), ($c.syn_delayed // 0)] | @tsv)' | column -t -s $'\t'
+}
+lines=0
+for t in $(seq 1 $((SECS + 1))); do
+	sleep 1
+	out=$(live_table "$t")
+	if [ -t 1 ] && [ "$lines" -gt 0 ]; then printf '\033[%dA\033[J' "$lines"; fi
+	printf '%s\n' "$out"
+	lines=$(printf '%s\n' "$out" | wc -l)
+done
 for n in acme globex initech; do wait "${PIDS[-1]}" 2>/dev/null; unset 'PIDS[-1]'; done
 sleep 0.5
 
@@ -113,3 +146,16 @@ echo "== gate counters per tenant (fairgatectl tenant show) =="
 for n in acme globex initech; do
 	FAIRGATE_PIN_DIR=$PIN "$BUILD/fairgatectl" tenant show "$n" 2>/dev/null | grep -E "^tenant|SYNs"
 done
+
+echo
+echo "== summary =="
+live_table end
+"$BUILD/fairgatectl" status --json --ctl "$TMP/ctl.sock" | jq -r '.scheduling |
+	"engine: \(.engine.preemptions) preemptions seen; peaks: node \(.peaks.node_peak_units_per_s | round) units/s, " +
+	"oversubscription \(.peaks.oversubscription * 100 | round / 100) (\(.peaks.windows_closed) windows of \(.peaks.window_s) s closed)"'
+
+if [ -x "$BUILD/fg-scenarios" ]; then
+	echo
+	echo "== the same gateway code in virtual time against the engine model (build/fg-scenarios) =="
+	"$BUILD/fg-scenarios"
+fi

@@ -30,12 +30,27 @@ int sim_error_set(struct sim_error *err, int status, const char *param, const ch
 	return -1;
 }
 
+static json_t *error_object(const struct sim_error *err, const char *message)
+{
+	return json_pack("{s:{s:s,s:s,s:o,s:i}}", "error", "message", message, "type", err->type,
+			 "param", err->param[0] ? json_string(err->param) : json_null(), "code",
+			 err->status);
+}
+
 char *sim_error_json(const struct sim_error *err)
 {
-	json_t *e = json_pack("{s:{s:s,s:s,s:o,s:i}}", "error", "message", err->message, "type",
-			      err->type, "param",
-			      err->param[0] ? json_string(err->param) : json_null(), "code",
-			      err->status);
+	json_t *e = error_object(err, err->message);
+
+	if (!e) {
+		/* jansson takes only UTF-8, and a message may quote the client's
+		 * bytes (a JSON decode error does): send those as '?' */
+		char ascii[sizeof(err->message)];
+		size_t i = 0;
+		for (; err->message[i] && i + 1 < sizeof(ascii); i++)
+			ascii[i] = (unsigned char)err->message[i] < 0x80 ? err->message[i] : '?';
+		ascii[i] = 0;
+		e = error_object(err, ascii);
+	}
 	char *s = e ? json_dumps(e, JSON_COMPACT) : NULL;
 
 	json_decref(e);

@@ -2,9 +2,11 @@
  * hand-built frames: pass, delay, shed (the RST compared byte for byte with
  * one built here independently, checksums included), IPv6, VLAN, SYN-ACK,
  * other ports, non-TCP, every truncation, fragments, options, shared
- * sources, allowance exhaustion, overload by tier, and a differential fuzz
- * against a reference judge written in plain C. Maps are the skeleton's,
- * unpinned, filled through agent/kernel_maps.c as fairgated fills them. */
+ * sources, allowance exhaustion, overload by tier, the attribution cache
+ * following every change of the sources (learning, sharing, reloads,
+ * eviction, two sources in one slot), and a differential fuzz against a
+ * reference judge written in plain C. Maps are the skeleton's, unpinned,
+ * filled through agent/kernel_maps.c as fairgated fills them. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -298,12 +300,28 @@ static void make_policy(struct fg_policy *p)
 	p->agent.deny_allowance_per_s = 0;
 }
 
+/* Empty src_learned (collect the keys first: restarting a hash walk
+ * after every delete is quadratic when it is full). */
+static void forget_learned(void)
+{
+	struct fg_src_key *keys = calloc(FG_MAP_MAX_LEARNED + 1, sizeof(*keys));
+	uint32_t n = 0;
+
+	assert_non_null(keys);
+	for (int more = !bpf_map_get_next_key(maps.src_learned_fd, NULL, &keys[0]);
+	     more && n < FG_MAP_MAX_LEARNED; n++)
+		more = !bpf_map_get_next_key(maps.src_learned_fd, &keys[n], &keys[n + 1]);
+	for (uint32_t i = 0; i < n; i++)
+		bpf_map_delete_elem(maps.src_learned_fd, &keys[i]);
+	free(keys);
+	fg_maps_sources_changed(&maps); /* deleted behind kernel_maps.c's back */
+}
+
 /* Each test starts from: policy applied, no windows, no allowance, no
  * overload, no learned sources, counters zero. */
 static int reset(void **state)
 {
 	char err[256];
-	struct fg_src_key k;
 	int ncpu = maps.ncpus;
 	void *zero = calloc((size_t)ncpu, 64);
 
@@ -321,8 +339,7 @@ static int reset(void **state)
 	}
 	uint32_t z = 0;
 	bpf_map_update_elem(maps.node_stats_fd, &z, zero, BPF_ANY);
-	while (!bpf_map_get_next_key(maps.src_learned_fd, NULL, &k))
-		bpf_map_delete_elem(maps.src_learned_fd, &k);
+	forget_learned();
 	fg_maps_set_overload_rank(&maps, -1);
 	free(zero);
 	return 0;
@@ -799,6 +816,211 @@ static void policy_reload_keeps_state_by_name(void **state)
 	free(p);
 }
 
+/* ---- the attribution cache ---- */
+
+/* Every change of what attributes a source shows in the very next SYN,
+ * although the one before it had cached the old answer. */
+static void cache_follows_learning(void **state)
+{
+	(void)state;
+	struct spec sp = { .src = "10.1.7.7", .dst = "10.0.0.1" };
+	struct fg_src_key k;
+
+	deny(BETA, FG_VERDICT_SHED, 60 * S_NS);
+	for (int i = 0; i < 3; i++)
+		assert_int_equal(run_spec(&sp), XDP_PASS); /* acme by CIDR, cached */
+	assert_int_equal(counters(ACME).syn_passed, 3);
+	fg_src_key_parse("10.1.7.7", &k);
+	assert_int_equal(fg_maps_learn_source(&maps, &k, BETA, now_ns()), 0);
+	assert_int_equal(run_spec(&sp), XDP_TX); /* learned beta wins */
+	assert_int_equal(run_spec(&sp), XDP_TX);
+	assert_int_equal(counters(BETA).syn_shed, 2);
+	/* Refreshing the same answer keeps it. */
+	assert_int_equal(fg_maps_learn_source(&maps, &k, BETA, now_ns()), 0);
+	assert_int_equal(run_spec(&sp), XDP_TX);
+	/* Shared: back to the CIDR, and every SYN counts as a shared source,
+	 * answered from the cache or not. */
+	assert_int_equal(fg_maps_learn_source(&maps, &k, ACME, now_ns()), 1);
+	for (int i = 0; i < 4; i++)
+		assert_int_equal(run_spec(&sp), XDP_PASS);
+	assert_int_equal(counters(ACME).syn_passed, 7);
+	assert_int_equal(node_counters().shared_source, 4);
+	/* Unattributed answers are cached and counted per SYN too. */
+	struct spec stranger = { .src = "198.51.100.9", .dst = "10.0.0.1" };
+	for (int i = 0; i < 3; i++)
+		assert_int_equal(run_spec(&stranger), XDP_PASS);
+	assert_int_equal(node_counters().unattributed, 3);
+	fg_src_key_parse("198.51.100.9", &k);
+	assert_int_equal(fg_maps_learn_source(&maps, &k, BETA, now_ns()), 0);
+	assert_int_equal(run_spec(&stranger), XDP_TX);
+	/* Deleted behind kernel_maps.c's back, then announced: forgotten. */
+	assert_int_equal(bpf_map_delete_elem(maps.src_learned_fd, &k), 0);
+	fg_maps_sources_changed(&maps);
+	assert_int_equal(run_spec(&stranger), XDP_PASS);
+	assert_int_equal(node_counters().unattributed, 4);
+}
+
+static void cache_follows_policy_reload(void **state)
+{
+	(void)state;
+	char err[256];
+	struct spec sp = { .src = "10.1.2.3", .dst = "10.0.0.1" };
+	struct spec v6 = { .v6 = 1, .src = "2001:db8:1::77", .dst = "2001:db8::1" };
+
+	deny(BETA, FG_VERDICT_DELAY, 60 * S_NS);
+	assert_int_equal(run_spec(&sp), XDP_PASS);
+	assert_int_equal(run_spec(&v6), XDP_PASS);
+	/* The same tenants, but acme's CIDRs now belong to beta. */
+	make_policy(pol);
+	struct fg_cidr a4 = pol->tenants[ACME].sources[0], a6 = pol->tenants[ACME].sources[1];
+	pol->tenants[ACME].n_sources = 0;
+	pol->tenants[BETA].sources[pol->tenants[BETA].n_sources++] = a4;
+	pol->tenants[BETA].sources[pol->tenants[BETA].n_sources++] = a6;
+	assert_int_equal(fg_maps_apply_policy(&maps, pol, err, sizeof(err)), 0);
+	assert_int_equal(run_spec(&sp), XDP_DROP);
+	assert_int_equal(run_spec(&v6), XDP_DROP);
+	/* And gone altogether: unattributed. */
+	pol->tenants[BETA].n_sources -= 2;
+	assert_int_equal(fg_maps_apply_policy(&maps, pol, err, sizeof(err)), 0);
+	assert_int_equal(run_spec(&sp), XDP_PASS);
+	assert_int_equal(counters(BETA).syn_delayed, 2);
+	assert_int_equal(node_counters().unattributed, 1);
+}
+
+static uint32_t cache_slot(const struct fg_src_key *k)
+{
+	uint64_t a[2];
+
+	memcpy(a, k->addr, sizeof(a));
+	return fg_src_cache_slot(maps.node->src_hash_key, a[0], a[1]);
+}
+
+/* An edit that bypasses kernel_maps.c (bpftool on the pins) bumps no
+ * generation; the cache still lets it show within its lifetime, 256 ticks
+ * (≤ 2.6 s even at HZ=100). */
+static void cache_expires_edits_behind_its_back(void **state)
+{
+	(void)state;
+	struct spec sp = { .src = "198.51.100.77", .dst = "10.0.0.1" };
+	struct fg_src_learned v = { .tenant_id = BETA };
+	struct fg_src_key k;
+	int tries = 0;
+
+	deny(BETA, FG_VERDICT_SHED, 60 * S_NS);
+	assert_int_equal(run_spec(&sp), XDP_PASS); /* unattributed, cached */
+	fg_src_key_parse("198.51.100.77", &k);
+	assert_int_equal(bpf_map_update_elem(maps.src_learned_fd, &k, &v, BPF_ANY), 0);
+	while (run_spec(&sp) != XDP_TX) {
+		assert_true(++tries < 400);
+		usleep(10 * 1000);
+	}
+	fprintf(stderr, "# seen after %d ms\n", tries * 10);
+}
+
+/* A learned entry naming no tenant (bpftool, a corrupt pin) is judged
+ * unattributed, from the cache too: the answer must not wrap into an id. */
+static void cache_keeps_bad_ids_unattributed(void **state)
+{
+	(void)state;
+	struct spec sp = { .src = "198.51.100.78", .dst = "10.0.0.1" };
+	struct fg_src_learned v = { .tenant_id = 0x10000 + BETA };
+	struct fg_src_key k;
+
+	deny(ACME, FG_VERDICT_SHED, 60 * S_NS);
+	deny(BETA, FG_VERDICT_SHED, 60 * S_NS);
+	fg_src_key_parse("198.51.100.78", &k);
+	assert_int_equal(bpf_map_update_elem(maps.src_learned_fd, &k, &v, BPF_ANY), 0);
+	fg_maps_sources_changed(&maps);
+	for (int i = 0; i < 3; i++)
+		assert_int_equal(run_spec(&sp), XDP_PASS);
+	assert_int_equal(node_counters().unattributed, 3);
+	v.tenant_id = 0xffffffff;
+	assert_int_equal(bpf_map_update_elem(maps.src_learned_fd, &k, &v, BPF_ANY), 0);
+	fg_maps_sources_changed(&maps);
+	for (int i = 0; i < 3; i++)
+		assert_int_equal(run_spec(&sp), XDP_PASS);
+	assert_int_equal(node_counters().unattributed, 6);
+}
+
+/* Two sources whose hashes pick the same slot take turns in it; neither
+ * is ever judged by the other's answer. */
+static void colliding_sources(void **state)
+{
+	(void)state;
+	struct fg_src_key a, b;
+	char text_a[64], text_b[64];
+	uint32_t want;
+	int found = 0;
+
+	fg_src_key_parse("10.1.0.1", &a);
+	want = cache_slot(&a);
+	/* 65536 slots: some address in beta's /16 lands in the same one
+	 * with probability 1 - (1 - 2^-16)^65536 ≈ 63%; also try 10.2/16's
+	 * IPv6 neighbour 2001:db8:2::/48 if not. */
+	for (uint32_t i = 0; i < 65536 && !found; i++) {
+		snprintf(text_b, sizeof(text_b), "10.2.%u.%u", i >> 8, i & 255);
+		fg_src_key_parse(text_b, &b);
+		found = cache_slot(&b) == want;
+	}
+	for (uint32_t i = 0; i < (1u << 20) && !found; i++) {
+		snprintf(text_b, sizeof(text_b), "2001:db8:2::%x:%x", i >> 16, i & 0xffff);
+		fg_src_key_parse(text_b, &b);
+		found = cache_slot(&b) == want;
+	}
+	assert_true(found);
+	fg_src_key_format(&a, text_a, sizeof(text_a));
+	struct spec sa = { .src = text_a, .dst = "10.0.0.1" };
+	struct spec sb = { .v6 = strchr(text_b, ':') != NULL, .src = text_b,
+			   .dst = strchr(text_b, ':') ? "2001:db8::1" : "10.0.0.1" };
+
+	deny(BETA, FG_VERDICT_DELAY, 60 * S_NS);
+	for (int i = 0; i < 6; i++) {
+		assert_int_equal(run_spec(&sa), XDP_PASS);
+		assert_int_equal(run_spec(&sa), XDP_PASS);
+		assert_int_equal(run_spec(&sb), XDP_DROP);
+	}
+	assert_int_equal(counters(ACME).syn_passed, 12);
+	assert_int_equal(counters(BETA).syn_delayed, 6);
+}
+
+/* src_learned is a plain hash aged by kernel_maps.c: when full, learning
+ * one more forgets the least recently seen eighth, and gate's cached
+ * answers for them go too. */
+static void learned_full_forgets_the_oldest(void **state)
+{
+	(void)state;
+	struct fg_src_key k, oldest, newest;
+	struct fg_src_learned v;
+	struct spec old_src = { .src = "198.18.0.0", .dst = "10.0.0.1" };
+	uint64_t t0 = now_ns();
+
+	for (uint32_t i = 0; i < FG_MAP_MAX_LEARNED; i++) {
+		char text[32];
+
+		snprintf(text, sizeof(text), "198.18.%u.%u", i >> 8, i & 255);
+		fg_src_key_parse(text, &k);
+		assert_int_equal(fg_maps_learn_source(&maps, &k, BETA, t0 + i), 0);
+		if (i == 0)
+			oldest = k;
+		newest = k;
+	}
+	deny(BETA, FG_VERDICT_DELAY, 60 * S_NS);
+	assert_int_equal(run_spec(&old_src), XDP_DROP); /* learned beta, cached */
+	fg_src_key_parse("203.0.113.1", &k);
+	assert_int_equal(fg_maps_learn_source(&maps, &k, ACME, t0 + FG_MAP_MAX_LEARNED), 0);
+	assert_int_equal(bpf_map_lookup_elem(maps.src_learned_fd, &k, &v), 0);
+	assert_int_not_equal(bpf_map_lookup_elem(maps.src_learned_fd, &oldest, &v), 0);
+	assert_int_equal(bpf_map_lookup_elem(maps.src_learned_fd, &newest, &v), 0);
+	uint32_t n = 0;
+	for (int more = !bpf_map_get_next_key(maps.src_learned_fd, NULL, &k); more;
+	     more = !bpf_map_get_next_key(maps.src_learned_fd, &k, &k))
+		n++;
+	assert_int_equal(n, FG_MAP_MAX_LEARNED - FG_MAP_MAX_LEARNED / 8 + 1);
+	/* 198.18.0.0 was forgotten: no CIDR, so unattributed, cache or not. */
+	assert_int_equal(run_spec(&old_src), XDP_PASS);
+	assert_int_equal(counters(BETA).syn_delayed, 1);
+}
+
 /* ---- differential fuzz ---- */
 
 struct judge { int act; int tx_ok; };
@@ -985,6 +1207,12 @@ int main(void)
 		cmocka_unit_test_setup(allowance_then_shed, reset),
 		cmocka_unit_test_setup(overload_sheds_low_tiers, reset),
 		cmocka_unit_test_setup(policy_reload_keeps_state_by_name, reset),
+		cmocka_unit_test_setup(cache_follows_learning, reset),
+		cmocka_unit_test_setup(cache_follows_policy_reload, reset),
+		cmocka_unit_test_setup(cache_expires_edits_behind_its_back, reset),
+		cmocka_unit_test_setup(cache_keeps_bad_ids_unattributed, reset),
+		cmocka_unit_test_setup(colliding_sources, reset),
+		cmocka_unit_test_setup(learned_full_forgets_the_oldest, reset),
 		cmocka_unit_test_setup(fuzz_matches_reference, reset),
 	};
 

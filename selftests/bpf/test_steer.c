@@ -2,10 +2,12 @@
  * enters a network namespace of its own, runs an "engine" listening on the
  * protected port and an "agent" listening on another port (in the
  * SOCKMAP), and checks where real TCP connects land: steered to the agent
- * (IPv4 and IPv6), the engine path and the exempt source ports left alone,
- * other ports untouched, a shed tenant refused (allowance aside, and not
- * when gate already judged its interface), a delayed tenant still steered,
- * and fail-open when the agent's socket is missing or closed. */
+ * (IPv4 and IPv6), the engine path and the exempt source ports left alone
+ * only for connections made here (source == destination address), other
+ * ports untouched, a shed tenant refused (allowance aside, and not when
+ * gate already judged its interface), a delayed tenant still steered,
+ * fail-open when the agent's socket is missing or closed, fail-closed when
+ * asked, and the agent's private port reachable only from here. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -184,6 +186,13 @@ static int setup(void **state)
 		perror("unshare/lo");
 		return -1;
 	}
+	/* 10.9.9.9 primary, 10.9.9.8 secondary: stand-ins for a remote client
+	 * (when bound as source) and for a secondary address, whose local route
+	 * names the primary as preferred source. */
+	if (system("ip addr add 10.9.9.9/24 dev lo && ip addr add 10.9.9.8/24 dev lo")) {
+		fprintf(stderr, "ip addr add failed\n");
+		return -1;
+	}
 	skel = steer_bpf__open();
 	if (!skel)
 		return -1;
@@ -229,8 +238,9 @@ static int teardown(void **state)
 	return 0;
 }
 
-/* Every test: one tenant alpha = 127.0.0.9/32 and ::1/128, steer on, engine
- * path 127.0.0.1:8000, the agent listening and in the SOCKMAP. */
+/* Every test: one tenant alpha = 127.0.0.9/32, 10.9.9.9/32 and ::1/128,
+ * steer on, engine path 127.0.0.1:8000, the agent listening and in the
+ * SOCKMAP. */
 static int reset(void **state)
 {
 	char err[256];
@@ -248,6 +258,10 @@ static int reset(void **state)
 	c->family = AF_INET;
 	c->prefixlen = 32;
 	inet_pton(AF_INET, "127.0.0.9", c->addr);
+	c = &pol->tenants[ALPHA].sources[pol->tenants[ALPHA].n_sources++];
+	c->family = AF_INET;
+	c->prefixlen = 32;
+	inet_pton(AF_INET, "10.9.9.9", c->addr);
 	c = &pol->tenants[ALPHA].sources[pol->tenants[ALPHA].n_sources++];
 	c->family = AF_INET6;
 	c->prefixlen = 128;
@@ -269,6 +283,7 @@ static int reset(void **state)
 	maps.node->steer_exempt_lo = maps.node->steer_exempt_hi = 0;
 	maps.node->n_gate_ifindex = 0;
 	maps.node->steer_flags = FG_STEER_ON;
+	skel->bss->private_port = 0;
 	if (agent_fd < 0)
 		agent_fd = listen_on(AGENT_PORT);
 	return set_listener(agent_fd);
@@ -278,12 +293,34 @@ static void steers_to_the_agent(void **state)
 {
 	(void)state;
 	assert_int_equal(connect_to(NULL, 0, "127.0.0.5", PORT), AGENT);
-	assert_int_equal(connect_to("127.0.0.7", 0, "127.0.0.1", PORT), ENGINE); /* engine path */
+	assert_int_equal(connect_to(NULL, 0, "127.0.0.1", PORT), ENGINE); /* engine path */
 	assert_int_equal(connect_to(NULL, 0, "::1", PORT), AGENT);
 	assert_int_equal(connect_to(NULL, 0, "127.0.0.5", OTHER_PORT), OTHER);
 	struct fg_node_counters nc = node_counters();
 	assert_int_equal(nc.steered, 2);
 	assert_int_equal(nc.steer_exempt, 1);
+}
+
+/* Only connections made on this node are exempt. A source that is neither
+ * the destination, nor loopback, nor the node's source towards the engine
+ * (10.9.9.9 on a dummy device stands in for a remote client) is steered. */
+static void engine_path_only_from_here(void **state)
+{
+	(void)state;
+	assert_int_equal(connect_to("10.9.9.9", 0, "127.0.0.1", PORT), AGENT);
+	assert_int_equal(connect_to("127.0.0.7", 0, "127.0.0.1", PORT), ENGINE); /* loopback */
+	assert_int_equal(connect_to("10.9.9.9", 0, "10.9.9.8", PORT), AGENT);
+	/* agent.engine on a secondary address: its route names the primary
+	 * as source, which the agent learned (engine_src) */
+	struct fg_src_key k;
+	fg_src_key_parse("10.9.9.8", &k);
+	memcpy(maps.node->steer_engine_addr, k.addr, 16);
+	assert_int_equal(connect_to("10.9.9.9", 0, "10.9.9.8", PORT), AGENT);
+	fg_src_key_parse("10.9.9.9", &k);
+	memcpy(skel->bss->engine_src, k.addr, 16);
+	assert_int_equal(connect_to("10.9.9.9", 0, "10.9.9.8", PORT), ENGINE);
+	assert_int_equal(connect_to("10.9.9.9", 0, "127.0.0.5", PORT), AGENT); /* not the engine */
+	memset(skel->bss->engine_src, 0, 16);
 }
 
 static void exempt_source_ports_reach_the_engine(void **state)
@@ -293,6 +330,7 @@ static void exempt_source_ports_reach_the_engine(void **state)
 	maps.node->steer_exempt_hi = 40009;
 	assert_int_equal(connect_to("127.0.0.5", 40005, "127.0.0.5", PORT), ENGINE);
 	assert_int_equal(connect_to("127.0.0.5", 40010, "127.0.0.5", PORT), AGENT);
+	assert_int_equal(connect_to("10.9.9.9", 40006, "127.0.0.5", PORT), AGENT);
 }
 
 static void shed_tenant_refused(void **state)
@@ -322,10 +360,14 @@ static void allowance_and_gated_interfaces(void **state)
 	assert_int_equal(connect_to("127.0.0.9", 0, "127.0.0.5", PORT), AGENT);
 	assert_int_equal(connect_to("127.0.0.9", 0, "127.0.0.5", PORT), REFUSED);
 	assert_int_equal(counters(ALPHA).allowance_used, 1);
-	/* Arriving where gate runs (here: lo), the SYN was judged already. */
+	/* Arriving where gate runs (here: lo), the SYN was judged already:
+	 * from a "remote" source (10.9.9.9), not charged again... */
 	maps.node->gate_ifindex[0] = if_nametoindex("lo");
 	maps.node->n_gate_ifindex = 1;
-	assert_int_equal(connect_to("127.0.0.9", 0, "127.0.0.5", PORT), AGENT);
+	assert_int_equal(connect_to("10.9.9.9", 0, "10.9.9.8", PORT), AGENT);
+	assert_int_equal(counters(ALPHA).allowance_used, 1);
+	/* ...but a connection made on this node never passed gate: judged. */
+	assert_int_equal(connect_to("127.0.0.9", 0, "127.0.0.5", PORT), REFUSED);
 	maps.node->allow_interval_ns = 0;
 	maps.node->allow_burst = 0;
 }
@@ -350,14 +392,58 @@ static void fails_open_without_the_agent(void **state)
 	assert_int_equal(connect_to(NULL, 0, "127.0.0.5", PORT), ENGINE);
 }
 
+static void fails_closed_when_asked(void **state)
+{
+	(void)state;
+	maps.node->steer_flags = FG_STEER_ON | FG_STEER_FAIL_CLOSED;
+	assert_int_equal(connect_to(NULL, 0, "127.0.0.5", PORT), AGENT);
+	assert_int_equal(set_listener(-1), 0);
+	assert_int_equal(connect_to(NULL, 0, "127.0.0.5", PORT), REFUSED);
+	assert_int_equal(connect_to(NULL, 0, "::1", PORT), REFUSED);
+	assert_int_equal(node_counters().steer_no_listener, 2);
+	/* The agent's own path to the engine still works, other ports too. */
+	assert_int_equal(connect_to(NULL, 0, "127.0.0.1", PORT), ENGINE);
+	assert_int_equal(connect_to(NULL, 0, "127.0.0.5", OTHER_PORT), OTHER);
+	/* An IPv4-only agent socket: IPv6 connections are refused, not leaked. */
+	int v4 = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0), one = 1;
+	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons(AGENT_PORT + 1),
+				  .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	assert_true(v4 >= 0);
+	setsockopt(v4, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	assert_int_equal(bind(v4, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	assert_int_equal(listen(v4, 8), 0);
+	assert_int_equal(set_listener(v4), 0);
+	assert_int_equal(connect_to(NULL, 0, "::1", PORT), REFUSED);
+	assert_true(connect_to(NULL, 0, "127.0.0.5", PORT) == NOWHERE && accepted(v4));
+	close(v4);
+}
+
+static void private_port_only_from_here(void **state)
+{
+	(void)state;
+	skel->bss->private_port = AGENT_PORT;
+	assert_int_equal(connect_to(NULL, 0, "127.0.0.5", AGENT_PORT), AGENT);
+	assert_int_equal(connect_to(NULL, 0, "::1", AGENT_PORT), AGENT);
+	assert_int_equal(connect_to("10.9.9.9", 0, "10.9.9.9", AGENT_PORT), AGENT);
+	assert_int_equal(connect_to("10.9.9.9", 0, "10.9.9.8", AGENT_PORT), REFUSED);
+	/* Steered connections still reach it, whoever makes them. */
+	assert_int_equal(connect_to("10.9.9.9", 0, "10.9.9.8", PORT), AGENT);
+	/* Steering off (fairgated stopping): no guard either. */
+	maps.node->steer_flags = 0;
+	assert_int_equal(connect_to("10.9.9.9", 0, "10.9.9.8", AGENT_PORT), AGENT);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup(steers_to_the_agent, reset),
+		cmocka_unit_test_setup(engine_path_only_from_here, reset),
 		cmocka_unit_test_setup(exempt_source_ports_reach_the_engine, reset),
 		cmocka_unit_test_setup(shed_tenant_refused, reset),
 		cmocka_unit_test_setup(allowance_and_gated_interfaces, reset),
 		cmocka_unit_test_setup(fails_open_without_the_agent, reset),
+		cmocka_unit_test_setup(fails_closed_when_asked, reset),
+		cmocka_unit_test_setup(private_port_only_from_here, reset),
 	};
 
 	if (geteuid() != 0) {

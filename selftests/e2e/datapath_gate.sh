@@ -7,7 +7,11 @@
 # refused within 100 ms (IPv4 and IPv6); the other tenant is untouched; the
 # allowance lets exactly its burst through; bpftool shows tenants by name;
 # a fairgated restart keeps the deny window and the counters; --cleanup
-# removes the pins; a missing interface is one clear line.
+# removes the pins; pins of another layout are named, and --cleanup replaces
+# them; a missing interface is one clear line; a source edited
+# into the pinned maps with bpftool (behind fairgated's back, so gate's
+# attribution cache is not told) is judged by the edit within the cache's
+# lifetime.
 source "$(dirname "$0")/lib.sh"
 need_root "datapath gate e2e"
 bpffs_ready
@@ -207,11 +211,38 @@ check "fairgated --cleanup starts" start_agent "$TMP/policy.yaml" --cleanup
 stop_agent
 check "--cleanup removed the pin dir" test ! -e "$PIN"
 
+# --- pins of another layout (an older fairgate) are named; --cleanup replaces them ---
+mkdir -p "$PIN"
+bpftool map create "$PIN/node" type array key 4 value 8 entries 1 name node
+start_agent "$TMP/policy.yaml" >/dev/null
+check "old pins: one clear line naming the map" \
+	grep -q "pinned map $PIN/node has another layout" "$TMP/fairgated.log"
+stop_agent
+check "old pins: fairgated --cleanup starts over them" start_agent "$TMP/policy.yaml" --cleanup
+expect_eq "old pins: gate attached after --cleanup" "$(xdp_mode_on)" "xdp"
+stop_agent
+
 # --- a missing interface is one clear line, not a libbpf dump ---
 start_agent "$TMP/policy-noiface.yaml" >/dev/null
 check "missing interface: clear error" \
 	grep -q "XDP attach to fgdpnosuch0 failed: no such interface" "$TMP/fairgated.log"
 check "missing interface: no libbpf noise" bash -c "! grep -q 'libbpf:' $TMP/fairgated.log"
+stop_agent
+
+# --- an edit behind fairgated's back is seen within the cache's lifetime ---
+check "fairgated starts on fresh pins" start_agent "$TMP/policy.yaml"
+"$CTLBIN" tenant deny alpha --mode shed --for 5m >/dev/null
+expect_eq "bravo's address, not learned on fresh pins, connects (unattributed)" \
+	"$(outcome $B4 $NODE4)" connected
+bpftool map update pinned "$PIN/src_learned" key hex $key \
+	value hex 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00
+refused_after=""
+for i in $(seq 40); do # the cache keeps an answer 256 ticks: ≤ 2.6 s even at HZ=100
+	[ "$(outcome $B4 $NODE4 500)" = refused ] && { refused_after=$i; break; }
+	sleep 0.1
+done
+check "bpftool learned it as alpha: refused within 4 s (try ${refused_after:-none})" \
+	test -n "$refused_after"
 stop_agent
 
 kill "$LISTENER" 2>/dev/null

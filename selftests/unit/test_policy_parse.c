@@ -452,7 +452,7 @@ static const struct bad_case bad_cases[] = {
 	{ T1 "agent:\n  protected_ports: 8000\n", 0, 6, 20, "agent.protected_ports must be a list, got a scalar" },
 	{ T1 "agent:\n  interfaces: [averyveryverylongname0]\n", 0, 6, 16, "agent.interfaces[0] is too long: 22 bytes, at most 15" },
 	{ T1 "agent:\n  xdp_mode: generc\n", 0, 6, 13, "did you mean 'generic'?" },
-	{ T1 "agent:\n  long_context: {threshold: 1000}\n", 0, 6, 17, "agent.long_context is missing required key 'upstream'" },
+	{ T1 "agent:\n  long_context: {upstream: 127.0.0.1:8002}\n", 0, 6, 17, "agent.long_context is missing required key 'threshold'" },
 	{ T1 "agent:\n  max_body_bytes: 10\n", 0, 6, 19, "agent.max_body_bytes must be in [1024, 1073741824], got 10" },
 	{ T1 "agent:\n  salt_secret_file: salt.key\n", 0, 6, 21, "agent.salt_secret_file must be an absolute path" },
 	{ T1 "agent: [front]\n", 0, 5, 8, "agent must be a mapping, got a list" },

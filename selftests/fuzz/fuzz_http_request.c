@@ -1,0 +1,237 @@
+/* fuzz_http_request.c — libFuzzer target: client bytes on the agent's
+ * listening socket, through what the proxy does with them before anything
+ * reaches the engine: libhttp-parser driving the proxy's header collector
+ * (agent/http_headers.c, which must cope with names and values split
+ * across reads), the API of the request line, the tenant's credential
+ * (agent/identity.c), and for inference calls the body parse, price and
+ * rewrite (agent/http_request.c) — pipelined requests included.
+ *
+ * The input is fed in chunks whose sizes come from its first byte, the way
+ * recv() splits a stream. The proxy's parser callbacks are private to
+ * agent/proxy_client.c; the ones here do what they do with the same public
+ * helpers. Invariants: every header and the URL lie inside the collected
+ * buffer, names and values concatenate to what was on the wire, a bearer
+ * token is a non-empty blank-free slice of its header, and an inference
+ * body that parses is forwarded as a JSON object carrying the injected
+ * salt. */
+#include <http_parser.h>
+#include <jansson.h>
+#include <limits.h>
+#include <math.h>
+#include <string.h>
+#include <strings.h>
+
+#include "agent/http_request.h"
+#include "agent/identity.h"
+#include "agent/proxy_internal.h"
+#include "selftests/fuzz/fuzz_common.h"
+
+#define MAX_BODY (1u << 20)
+#define SALT "fg1-acme-0123456789abcdef"
+
+struct conn {
+	struct fg_hdrs hdrs;
+	uint32_t url, url_len;
+	struct fg_buf body;
+	bool complete;
+	int reject;
+	unsigned requests;
+};
+
+static struct conn *of(http_parser *p)
+{
+	return p->data;
+}
+
+static int on_begin(http_parser *p)
+{
+	struct conn *c = of(p);
+
+	fg_hdrs_reset(&c->hdrs);
+	fg_buf_reset(&c->body);
+	c->url = c->url_len = 0;
+	return 0;
+}
+
+static int on_url(http_parser *p, const char *at, size_t len)
+{
+	struct conn *c = of(p);
+
+	if (!c->url_len)
+		c->url = (uint32_t)c->hdrs.raw.len;
+	c->url_len += (uint32_t)len;
+	return fg_buf_append(&c->hdrs.raw, at, len);
+}
+
+static int on_field(http_parser *p, const char *at, size_t len)
+{
+	struct conn *c = of(p);
+
+	if (fg_hdrs_on_field(&c->hdrs, at, len)) {
+		FUZZ_CHECK(c->hdrs.overflow, "header collector failed without overflow");
+		c->reject = 431;
+		return -1;
+	}
+	return 0;
+}
+
+static int on_value(http_parser *p, const char *at, size_t len)
+{
+	return fg_hdrs_on_value(&of(p)->hdrs, at, len) ? (of(p)->reject = 500, -1) : 0;
+}
+
+static int on_headers(http_parser *p)
+{
+	struct conn *c = of(p);
+
+	if (!(p->flags & F_CHUNKED) && p->content_length != ULLONG_MAX &&
+	    p->content_length > MAX_BODY) {
+		c->reject = 413;
+		return -1;
+	}
+	return 0;
+}
+
+static int on_body(http_parser *p, const char *at, size_t len)
+{
+	struct conn *c = of(p);
+
+	if (fg_buf_used(&c->body) + len > MAX_BODY) {
+		c->reject = 413;
+		return -1;
+	}
+	return fg_buf_append(&c->body, at, len);
+}
+
+static int on_complete(http_parser *p)
+{
+	of(p)->complete = true;
+	http_parser_pause(p, 1);
+	return 0;
+}
+
+static const http_parser_settings settings = {
+	.on_message_begin = on_begin,
+	.on_url = on_url,
+	.on_header_field = on_field,
+	.on_header_value = on_value,
+	.on_headers_complete = on_headers,
+	.on_body = on_body,
+	.on_message_complete = on_complete,
+};
+
+static void check_headers(const struct fg_hdrs *h)
+{
+	size_t total = 0;
+
+	FUZZ_CHECK(h->n <= FG_MAX_HEADERS, "%u headers", h->n);
+	for (uint32_t i = 0; i < h->n; i++) {
+		const struct fg_hdr *e = &h->h[i];
+		size_t vlen;
+		FUZZ_CHECK((size_t)e->name + e->name_len <= h->raw.len, "header %u name outside", i);
+		FUZZ_CHECK(!e->value_len || (size_t)e->value + e->value_len <= h->raw.len,
+			   "header %u value outside", i);
+		const char *v = fg_hdr_value(h, i, &vlen);
+		FUZZ_CHECK(!vlen || (v >= h->raw.data && v + vlen <= h->raw.data + h->raw.len),
+			   "value pointer outside");
+		(void)fg_hop_by_hop(h, i);
+		total += e->name_len + e->value_len;
+	}
+	FUZZ_CHECK(total <= h->raw.len, "headers claim %zu of %zu bytes", total, h->raw.len);
+}
+
+static void check_identity(const struct fg_hdrs *h)
+{
+	size_t len, tlen;
+	const char *v = fg_hdrs_get(h, "authorization", &len);
+
+	if (!v)
+		return;
+	const char *tok = fg_bearer_token(v, len, &tlen);
+	if (!tok)
+		return;
+	FUZZ_CHECK(tok >= v && tlen && tok + tlen <= v + len, "token outside its header");
+	for (size_t i = 0; i < tlen; i++)
+		FUZZ_CHECK(tok[i] != ' ' && tok[i] != '\t', "blank inside a token");
+	uint8_t hash[32];
+	FUZZ_CHECK(fg_sha256(tok, tlen, hash) == 0, "sha256 failed");
+	(void)fg_hdrs_get(h, FG_TENANT_HEADER, &len);
+	(void)fg_hdrs_get(h, "expect", &len);
+}
+
+static void handle(struct conn *c, int method, bool stream_rewrite)
+{
+	const char *url = c->hdrs.raw.data + c->url;
+	enum fg_api api;
+
+	FUZZ_CHECK((size_t)c->url + c->url_len <= c->hdrs.raw.len, "URL outside the buffer");
+	check_headers(&c->hdrs);
+	check_identity(&c->hdrs);
+	api = fg_api_of(method, c->url_len ? url : "", c->url_len);
+	c->requests++;
+	if (api == FG_API_NONE || api == FG_API_OTHER_BODY)
+		return;
+
+	struct fg_req_info info;
+	char msg[384];
+	const char *param;
+	json_t *root = fg_request_parse(api, fg_buf_head(&c->body), fg_buf_used(&c->body), &info,
+					msg, sizeof(msg), &param);
+	if (!root) {
+		FUZZ_CHECK(msg[0], "refusal without a message");
+		return;
+	}
+	struct fg_rewrite rw = { .cache_salt = SALT, .force_usage = info.stream || stream_rewrite };
+	size_t n = 0;
+	char *fwd = fg_request_forward_body(root, fg_buf_head(&c->body), fg_buf_used(&c->body), &rw,
+					    &n);
+	if (fwd) {
+		json_t *out = json_loadb(fwd, n, JSON_REJECT_DUPLICATES, NULL);
+		FUZZ_CHECK(json_is_object(out), "forwarded body is not a JSON object: %.*s",
+			   (int)(n < 300 ? n : 300), fwd);
+		FUZZ_CHECK(!strcmp(json_string_value(json_object_get(out, "cache_salt")) ?: "", SALT),
+			   "salt not injected");
+		json_decref(out);
+	}
+	free(fwd);
+	json_decref(root);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	uint8_t opt = fuzz_take_byte(&data, &size);
+	uint32_t rng = opt | (uint32_t)size << 8;
+	size_t max_chunk = opt & 0x80 ? size : 1 + (opt & 0x3f);
+	struct conn c = { 0 };
+	http_parser p;
+	size_t off = 0;
+
+	http_parser_init(&p, HTTP_REQUEST);
+	p.data = &c;
+	/* The proxy's loop: parse what arrived, one exchange at a time; a
+	 * paused parser is resumed after the exchange and fed the rest. */
+	while (off < size) {
+		size_t n = fuzz_next_chunk(&rng, max_chunk);
+		size_t end = off + n < size ? off + n : size;
+		while (off < end) {
+			size_t got = http_parser_execute(&p, &settings, (const char *)data + off,
+							 end - off);
+			FUZZ_CHECK(got <= end - off, "parser consumed %zu of %zu", got, end - off);
+			off += got;
+			if (c.complete) {
+				c.complete = false;
+				http_parser_pause(&p, 0);
+				handle(&c, p.method, opt & 0x40);
+				continue;
+			}
+			if (HTTP_PARSER_ERRNO(&p) != HPE_OK)
+				goto done;
+			if (got == 0)
+				break;
+		}
+	}
+done:
+	fg_buf_free(&c.hdrs.raw);
+	fg_buf_free(&c.body);
+	return 0;
+}

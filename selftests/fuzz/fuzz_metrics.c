@@ -1,0 +1,65 @@
+/* fuzz_metrics.c — libFuzzer target: the engine's Prometheus /metrics text
+ * as the agent's scraper reads it (fg_engine_metrics_parse), arbitrary
+ * bytes.
+ *
+ * Invariants: only the four known bits are ever set, and only for a metric
+ * whose name appears in the text; every number handed to the gateway is
+ * finite and non-negative (it compares them with its own books); and the
+ * parse is line-local: the text cut at any line break parses into two
+ * halves that combine (sums add, the KV gauge takes the max, bits OR) to
+ * the whole. */
+#include <math.h>
+#include <string.h>
+
+#include "agent/engine_scrape.h"
+#include "selftests/fuzz/fuzz_common.h"
+
+static const char *const names[4] = {
+	"vllm:num_requests_waiting", "vllm:num_requests_running",
+	"vllm:num_preemptions_total", "vllm:kv_cache_usage_perc",
+};
+
+static bool usable(double v)
+{
+	return isfinite(v) && v >= 0;
+}
+
+static bool close_to(double a, double b)
+{
+	if (!isfinite(a) || !isfinite(b))
+		return a == b || (isnan(a) && isnan(b));
+	return fabs(a - b) <= 1e-9 * fmax(1, fmax(fabs(a), fabs(b)));
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	const char *text = (const char *)data;
+	struct fg_engine_metrics m, a, b;
+
+	fg_engine_metrics_parse(text, size, &m);
+	FUZZ_CHECK(!(m.found & ~15u), "found bits %#x", m.found);
+	for (int i = 0; i < 4; i++)
+		if (m.found & (1u << i))
+			FUZZ_CHECK(memmem(text, size, names[i], strlen(names[i])),
+				   "%s found but not in the text", names[i]);
+	FUZZ_CHECK(usable(m.waiting) && usable(m.running) && usable(m.preemptions) &&
+			   usable(m.kv_usage),
+		   "waiting %g running %g preemptions %g kv %g", m.waiting, m.running,
+		   m.preemptions, m.kv_usage);
+
+	/* Cut after the line break nearest the middle. */
+	const char *nl = size ? memchr(text + size / 2, '\n', size - size / 2) : NULL;
+	if (!nl)
+		return 0;
+	size_t cut = (size_t)(nl - text) + 1;
+	fg_engine_metrics_parse(text, cut, &a);
+	fg_engine_metrics_parse(text + cut, size - cut, &b);
+	FUZZ_CHECK((a.found | b.found) == m.found, "bits %#x | %#x != %#x", a.found, b.found,
+		   m.found);
+	FUZZ_CHECK(close_to(a.waiting + b.waiting, m.waiting), "waiting not additive");
+	FUZZ_CHECK(close_to(a.running + b.running, m.running), "running not additive");
+	FUZZ_CHECK(close_to(a.preemptions + b.preemptions, m.preemptions),
+		   "preemptions not additive");
+	FUZZ_CHECK(fmax(a.kv_usage, b.kv_usage) == m.kv_usage, "kv usage not the max");
+	return 0;
+}

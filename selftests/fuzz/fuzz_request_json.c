@@ -1,0 +1,179 @@
+/* fuzz_request_json.c — libFuzzer target: the agent's OpenAI request body
+ * handling (agent/http_request.c) — parse and validate, price, and build
+ * the body forwarded to the engine — on arbitrary bytes.
+ *
+ * The first input byte picks the API and the rewrite (salt or none,
+ * forced include_usage, priority); the rest is the body. Invariants: a
+ * refusal has a message and goes out as an OpenAI error (whatever bytes
+ * the message quotes); an accepted body is priced with finite,
+ * non-negative numbers; the forwarded body is one JSON object without
+ * duplicate keys whose cache_salt is exactly the injected one (or absent),
+ * whose priority is the tier's (or absent: a client's never passes), with
+ * stream_options.include_usage true when forced, and every other member
+ * the client sent unchanged. */
+#include <jansson.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "agent/http_errors.h"
+#include "agent/http_request.h"
+#include "policy/cost_model.h"
+#include "policy/policy.h"
+#include "policy/pricing.h"
+#include "selftests/fuzz/fuzz_common.h"
+
+static const char *const salts[] = {
+	"fg1-acme-3f9c2d1e0b7a6958", /* the shape agent/salt.c makes */
+	"s",
+};
+
+static struct fg_cost_model cm;
+static struct fg_calibration cal;
+
+int LLVMFuzzerInitialize(int *argc, char ***argv)
+{
+	static struct fg_policy p;
+
+	(void)argc;
+	(void)argv;
+	fg_policy_defaults(&p);
+	fg_cost_model_init(&cm, &p.replica);
+	fg_calibration_init(&cal);
+	return 0;
+}
+
+static void check_price(const struct fg_req_info *info)
+{
+	for (int mode = FG_METER_REPLICA_TIME; mode <= FG_METER_REQUESTS; mode++) {
+		struct fg_price pr = fg_price_request(&cm, (enum fg_metering)mode, &cal, info->model,
+						      &info->shape, 256);
+		FUZZ_CHECK(isfinite(pr.units) && pr.units >= 0, "units %g (mode %d)", pr.units, mode);
+		FUZZ_CHECK(isfinite(pr.prompt_tokens) && pr.prompt_tokens >= 0, "prompt %g",
+			   pr.prompt_tokens);
+		FUZZ_CHECK(isfinite(pr.output_tokens) && pr.output_tokens >= 0, "output %g",
+			   pr.output_tokens);
+	}
+}
+
+/* The 400 the proxy writes for it: an HTTP response whose body is
+ * {"error":{"message":...}}. */
+static void check_refusal(const char *msg, const char *param)
+{
+	struct fg_buf b = { 0 };
+
+	FUZZ_CHECK(!fg_http_error(&b, 400, "invalid_request_error", NULL, param, msg, NULL, false),
+		   "no error response for: %s", msg);
+	const char *body = memmem(fg_buf_head(&b), fg_buf_used(&b), "\r\n\r\n", 4);
+	FUZZ_CHECK(body, "error response without a body");
+	body += 4;
+	json_t *e = json_loadb(body, fg_buf_used(&b) - (size_t)(body - fg_buf_head(&b)), 0, NULL);
+	FUZZ_CHECK(json_is_string(json_object_get(json_object_get(e, "error"), "message")),
+		   "error body is not OpenAI-shaped");
+	json_decref(e);
+	fg_buf_free(&b);
+}
+
+/* Every member of the client's object except those the rewrite owns. */
+static void check_members_kept(const json_t *in, const json_t *out, bool forced_usage)
+{
+	const char *k;
+	json_t *v;
+
+	json_object_foreach((json_t *)in, k, v) {
+		if (!strcmp(k, "cache_salt") || !strcmp(k, "priority"))
+			continue;
+		const json_t *o = json_object_get(out, k);
+		FUZZ_CHECK(o, "member '%s' lost", k);
+		if (forced_usage && !strcmp(k, "stream_options") && json_is_object(v)) {
+			const char *k2;
+			json_t *v2;
+			json_object_foreach(v, k2, v2)
+				if (strcmp(k2, "include_usage"))
+					FUZZ_CHECK(json_equal(v2, json_object_get(o, k2)),
+						   "stream_options.%s changed", k2);
+			continue;
+		}
+		FUZZ_CHECK(json_equal(v, o), "member '%s' changed", k);
+	}
+}
+
+static void check_forward(const json_t *client, const char *fwd, size_t fwd_len,
+			  const struct fg_rewrite *rw)
+{
+	json_error_t jerr;
+	json_t *out = json_loadb(fwd, fwd_len, JSON_REJECT_DUPLICATES, &jerr);
+
+	FUZZ_CHECK(out, "forwarded body is not JSON: %s at %d:%d: %.*s", jerr.text, jerr.line,
+		   jerr.column, (int)(fwd_len < 400 ? fwd_len : 400), fwd);
+	FUZZ_CHECK(json_is_object(out), "forwarded body is not an object");
+	FUZZ_CHECK(strlen(fwd) == fwd_len, "forwarded length %zu, string %zu", fwd_len, strlen(fwd));
+
+	const json_t *salt = json_object_get(out, "cache_salt");
+	if (rw->cache_salt)
+		FUZZ_CHECK(json_is_string(salt) && !strcmp(json_string_value(salt), rw->cache_salt),
+			   "cache_salt is not the injected one");
+	else
+		FUZZ_CHECK(!salt, "a client cache_salt reached the engine");
+
+	const json_t *prio = json_object_get(out, "priority");
+	if (rw->set_priority)
+		FUZZ_CHECK(json_is_integer(prio) && json_integer_value(prio) == rw->priority,
+			   "priority is not the tier's");
+	else
+		FUZZ_CHECK(!prio, "a client priority reached the engine");
+
+	if (rw->force_usage) {
+		const json_t *iu = json_object_get(json_object_get(out, "stream_options"),
+						   "include_usage");
+		FUZZ_CHECK(json_is_true(iu), "include_usage not forced on");
+	}
+	check_members_kept(client, out, rw->force_usage);
+	json_decref(out);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	static const enum fg_api apis[] = { FG_API_CHAT, FG_API_COMPLETIONS, FG_API_EMBEDDINGS,
+					    FG_API_OTHER_BODY };
+	uint8_t opt = fuzz_take_byte(&data, &size);
+	enum fg_api api = apis[opt & 3];
+	struct fg_rewrite rw = {
+		.cache_salt = opt & 4 ? NULL : salts[(opt >> 3) & 1],
+		.force_usage = opt & 16,
+		.set_priority = opt & 32,
+		.priority = opt & 64 ? -7 : 3,
+	};
+	struct fg_req_info info;
+	char msg[384];
+	static const char unset[] = "unset";
+	const char *param = unset;
+	/* a private copy: the parser must not read past `size` */
+	char *body = malloc(size ? size : 1);
+
+	memcpy(body, data, size);
+	json_t *root = fg_request_parse(api, body, size, &info, msg, sizeof(msg), &param);
+	if (!root) {
+		FUZZ_CHECK(memchr(msg, 0, sizeof(msg)) && msg[0], "refusal without a message");
+		FUZZ_CHECK(param != unset, "param not set on refusal");
+		check_refusal(msg, param);
+		free(body);
+		return 0;
+	}
+	FUZZ_CHECK(json_is_object(root), "accepted a non-object");
+	FUZZ_CHECK(memchr(info.model, 0, sizeof(info.model)), "model not terminated");
+	FUZZ_CHECK(info.shape.n >= 1 && info.shape.n <= 128, "n %u", info.shape.n);
+	check_price(&info);
+
+	/* Keep a copy of what the client sent: the rewrite may edit root. */
+	json_t *client = json_deep_copy(root);
+	size_t fwd_len = 0;
+	char *fwd = fg_request_forward_body(root, body, size, &rw, &fwd_len);
+	if (fwd && client)
+		check_forward(client, fwd, fwd_len, &rw);
+	free(fwd);
+	json_decref(client);
+	json_decref(root);
+	free(body);
+	return 0;
+}
