@@ -289,7 +289,18 @@ double fg_gw_finish(struct fg_gateway *gw, struct fg_gw_request *r, const struct
 {
 	if (r->state == FG_GW_S_DONE || r->state == FG_GW_S_NEW)
 		return 0;
-	double billed = fg_settle_units(&gw->cm, gw->policy->agent.metering, &r->price, u);
+	struct fg_usage billable = *u;
+	/* The engine's word is trusted up to what the request could have been:
+	 * a prompt longer than the tier's max_context was refused before it
+	 * was sent, so a larger count is an engine fault, not the tenant's. */
+	uint64_t max_ctx = r->orphan ? 0 : tier_of(gw, r->tenant)->max_context;
+	if (max_ctx && billable.prompt_tokens > (double)max_ctx) {
+		billable.prompt_tokens = (double)max_ctx;
+		if (billable.cached_tokens > billable.prompt_tokens)
+			billable.cached_tokens = billable.prompt_tokens;
+		gw->t[r->tenant].usage_clamped++;
+	}
+	double billed = fg_settle_units(&gw->cm, gw->policy->agent.metering, &r->price, &billable);
 	if (u->prompt_tokens > 0 && !r->orphan)
 		gw->t[r->tenant].settled++;
 	end_request(gw, r, billed, now_ns);

@@ -76,6 +76,7 @@ struct fg_gw_tenant {
 	double billed_units;
 	uint32_t inflight;            /* admitted and not finished (queued + sent) */
 	uint64_t admitted, rejected, never, timed_out, settled, aborted;
+	uint64_t usage_clamped;       /* engine reported a prompt above max_context */
 	uint64_t deny_until_ns;       /* what the kernel should enforce */
 };
 

@@ -104,6 +104,15 @@ static void admit_price_and_settle_refund(void **state)
 	assert_true(fabs(gw->fq.t[0].served_units - billed) < 1e-6);
 	assert_int_equal(gw->t[0].inflight, 0);
 	assert_null(gw->live);
+
+	/* an engine that reports an impossible prompt is not believed past the
+	 * tier's max_context (premium: 131072) */
+	assert_int_equal(fg_gw_admit(gw, &r, 0, "m", &s, 4 * MS).outcome, FG_GW_QUEUED);
+	assert_ptr_equal(fg_gw_dispatch(gw, 4 * MS), &r);
+	struct fg_usage liar = { .prompt_tokens = 1e9, .completion_tokens = 100 };
+	billed = fg_gw_finish(gw, &r, &liar, 5 * MS);
+	assert_true(fabs(billed - (131072 + 100 * gw->cm.output_weight)) < 1e-6);
+	assert_int_equal(gw->t[0].usage_clamped, 1);
 }
 
 static void refusals_say_why(void **state)
