@@ -112,6 +112,21 @@ struct syn_info {
 
 enum parse_result { NOT_A_SYN = 0, SYN = 1, MALFORMED = 2 };
 
+/* fg_src_from_v4 as two 64-bit stores: the attribution cache reads the key
+ * as two 64-bit words right away, and a load that spans two narrower stores
+ * cannot be forwarded from them (it waited ~4 ns per SYN, fg-gate-bench). */
+static __always_inline void src_from_v4(struct fg_src_key *k, __be32 addr)
+{
+	__u64 *w = (__u64 *)k->addr;
+
+	w[0] = 0;
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+	w[1] = (__u64)addr << 32 | bpf_htonl(0xffff);
+#else
+	w[1] = (__u64)bpf_htonl(0xffff) << 32 | addr;
+#endif
+}
+
 static __always_inline struct fg_node_counters *node_counters(void)
 {
 	__u32 zero = 0;
@@ -190,7 +205,7 @@ static __always_inline enum parse_result parse_syn(struct xdp_md *ctx, struct sy
 			return MALFORMED;
 		l4_len = tot - ihl;
 		s->ipv6 = 0;
-		fg_src_from_v4(&s->src, ip->saddr);
+		src_from_v4(&s->src, ip->saddr);
 		off += ihl;
 	} else if (proto == bpf_htons(ETH_P_IPV6)) {
 		struct ipv6hdr *ip6 = data + off;
@@ -214,7 +229,8 @@ static __always_inline enum parse_result parse_syn(struct xdp_md *ctx, struct sy
 			return MALFORMED;
 		l4_len = bpf_ntohs(ip6->payload_len) - (off - ext_start);
 		s->ipv6 = 1;
-		__builtin_memcpy(s->src.addr, &ip6->saddr, sizeof(s->src.addr));
+		((__u64 *)s->src.addr)[0] = *(__u64 *)&ip6->saddr;
+		((__u64 *)s->src.addr)[1] = *((__u64 *)&ip6->saddr + 1);
 	} else {
 		return NOT_A_SYN;
 	}
