@@ -265,8 +265,11 @@ static void on_accept(struct fg_loop *loop, int fd, uint32_t events, void *ctx)
 		int cfd = accept4(fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
 		struct ctl_conn *c;
 
-		if (cfd < 0)
-			return;
+		if (cfd < 0) {
+			if (fg_loop_accept_failed(loop, fd, errno)) /* parks the listener on EMFILE */
+				return;
+			continue;
+		}
 		if (srv->n_conns >= MAX_CONNS) {
 			close(cfd);
 			continue;

@@ -12,6 +12,8 @@ struct fd_slot {
 	fg_fd_cb cb;
 	void *ctx;
 	uint64_t gen;   /* bumped on del so a stale event in this batch is ignored */
+	uint32_t events;
+	uint64_t park_timer; /* a parked listener (fg_loop_accept_failed) */
 	bool live;
 };
 
@@ -94,6 +96,8 @@ int fg_loop_add(struct fg_loop *loop, int fd, uint32_t events, fg_fd_cb cb, void
 		return -1;
 	s->cb = cb;
 	s->ctx = ctx;
+	s->events = events;
+	s->park_timer = 0;
 	s->live = true;
 	return 0;
 }
@@ -102,6 +106,9 @@ int fg_loop_mod(struct fg_loop *loop, int fd, uint32_t events)
 {
 	if (fd < 0 || fd >= loop->nfds_cap || !loop->fds[fd].live)
 		return -1;
+	loop->fds[fd].events = events;
+	if (loop->fds[fd].park_timer)
+		return 0; /* applied when the park ends */
 	struct epoll_event ev = { .events = events,
 				  .data.u64 = (uint64_t)(uint32_t)fd | (loop->fds[fd].gen << 32) };
 	return epoll_ctl(loop->epfd, EPOLL_CTL_MOD, fd, &ev);
@@ -111,6 +118,10 @@ int fg_loop_del(struct fg_loop *loop, int fd)
 {
 	if (fd < 0 || fd >= loop->nfds_cap || !loop->fds[fd].live)
 		return -1;
+	if (loop->fds[fd].park_timer) {
+		fg_loop_timer_cancel(loop, loop->fds[fd].park_timer);
+		loop->fds[fd].park_timer = 0;
+	}
 	loop->fds[fd].live = false;
 	loop->fds[fd].gen++;
 	return epoll_ctl(loop->epfd, EPOLL_CTL_DEL, fd, NULL);
@@ -188,6 +199,41 @@ void fg_loop_timer_cancel(struct fg_loop *loop, uint64_t id)
 	}
 }
 
+static void unpark(struct fg_loop *loop, void *ctx)
+{
+	int fd = (int)(intptr_t)ctx;
+	struct fd_slot *s = &loop->fds[fd];
+
+	s->park_timer = 0; /* fg_loop_del cancels this timer, so the slot is still ours */
+	fg_loop_mod(loop, fd, s->events);
+}
+
+bool fg_loop_accept_failed(struct fg_loop *loop, int fd, int err)
+{
+	switch (err) {
+	case EAGAIN:
+#if EWOULDBLOCK != EAGAIN
+	case EWOULDBLOCK:
+#endif
+		return true;
+	/* the connection failed before we took it; the next one may be fine */
+	case EINTR: case ECONNABORTED: case EPROTO: case EPERM: case ENETDOWN:
+	case ENOPROTOOPT: case EHOSTDOWN: case ENONET: case EHOSTUNREACH:
+	case EOPNOTSUPP: case ENETUNREACH:
+		return false;
+	}
+	if (fd < 0 || fd >= loop->nfds_cap || !loop->fds[fd].live || loop->fds[fd].park_timer)
+		return true;
+	struct epoll_event ev = { .events = 0,
+				  .data.u64 = (uint64_t)(uint32_t)fd | (loop->fds[fd].gen << 32) };
+	uint64_t id = fg_loop_timer(loop, FG_ACCEPT_BACKOFF_NS, unpark, (void *)(intptr_t)fd);
+	if (id && !epoll_ctl(loop->epfd, EPOLL_CTL_MOD, fd, &ev))
+		loop->fds[fd].park_timer = id;
+	else if (id)
+		fg_loop_timer_cancel(loop, id);
+	return true;
+}
+
 void fg_loop_stop(struct fg_loop *loop)
 {
 	loop->stop = true;
@@ -206,9 +252,9 @@ static int next_timeout_ms(struct fg_loop *loop)
 
 static void run_due_timers(struct fg_loop *loop)
 {
-	uint64_t now = fg_now_ns();
+	uint64_t now = fg_now_ns(), first_new = loop->next_timer_id;
 
-	while (loop->heap_len && loop->heap[0].when_ns <= now) {
+	while (loop->heap_len && loop->heap[0].when_ns <= now && loop->heap[0].id < first_new) {
 		struct timer t = loop->heap[0];
 		heap_remove_at(loop, 0);
 		t.cb(loop, t.ctx);

@@ -7,6 +7,7 @@
 #ifndef FAIRGATE_EVENT_LOOP_H
 #define FAIRGATE_EVENT_LOOP_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <sys/epoll.h>
 
@@ -28,7 +29,19 @@ int fg_loop_del(struct fg_loop *loop, int fd);
 uint64_t fg_loop_timer(struct fg_loop *loop, uint64_t after_ns, fg_timer_cb cb, void *ctx);
 void fg_loop_timer_cancel(struct fg_loop *loop, uint64_t id);
 
-/* Run until fg_loop_stop(); returns 0, or -1 on an epoll error. */
+/* Call after accept(2) on the listener `fd` failed with `err`. Returns true
+ * when the caller should stop accepting for now, false when it may call
+ * accept again at once (a connection that died in the queue). Out of
+ * descriptors or memory (EMFILE, ENFILE, ENOBUFS, ENOMEM) leaves a
+ * level-triggered listener readable with nothing acceptable, so the loop
+ * would spin: the listener is parked (no events) for FG_ACCEPT_BACKOFF_NS,
+ * then watched again; so is it on any error accept should never return. */
+#define FG_ACCEPT_BACKOFF_NS 50000000ull
+bool fg_loop_accept_failed(struct fg_loop *loop, int fd, int err);
+
+/* Run until fg_loop_stop(); returns 0, or -1 on an epoll error. Each pass
+ * runs only the timers already due when it began, so timers that re-arm
+ * themselves at once cannot keep the loop from fds (the signalfd). */
 int fg_loop_run(struct fg_loop *loop);
 void fg_loop_stop(struct fg_loop *loop);
 

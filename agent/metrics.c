@@ -363,8 +363,11 @@ static void metrics_accept(struct fg_loop *loop, int fd, uint32_t events, void *
 
 	for (;;) {
 		int cfd = accept4(fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
-		if (cfd < 0)
-			return;
+		if (cfd < 0) {
+			if (fg_loop_accept_failed(loop, fd, errno)) /* parks the listener on EMFILE */
+				return;
+			continue;
+		}
 		struct scrape *s = n_scrapers < MAX_SCRAPERS ? calloc(1, sizeof(*s)) : NULL;
 		if (!s || fg_loop_add(loop, cfd, EPOLLIN | EPOLLRDHUP, scrape_cb, s)) {
 			free(s);

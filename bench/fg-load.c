@@ -28,11 +28,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include "agent/event_loop.h"
+#include "sim/sim_cli.h"
 
 #define MAX_TENANTS 64
 #define MAX_HEADERS 16
@@ -830,45 +830,17 @@ static void print_results(double elapsed)
 
 static int parse_target(const char *arg)
 {
-	char host[64];
-	const char *colon;
-	size_t hl;
-	struct sockaddr_in *in4 = (struct sockaddr_in *)&cfg.addr;
-	struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)&cfg.addr;
+	struct fg_hostport hp;
+	char why[128];
 
-	if (arg[0] == '[') {
-		const char *rb = strchr(arg, ']');
-		if (!rb || rb[1] != ':')
-			return -1;
-		hl = (size_t)(rb - arg - 1);
-		arg++;
-		colon = rb + 1;
-	} else {
-		colon = strrchr(arg, ':');
-		if (!colon)
-			return -1;
-		hl = (size_t)(colon - arg);
-	}
-	char *end;
-	long port = strtol(colon + 1, &end, 10);
-	if (!hl || hl >= sizeof(host) || *end || port < 1 || port > 65535)
-		return -1;
-	memcpy(host, arg, hl);
-	host[hl] = '\0';
-	memset(&cfg.addr, 0, sizeof(cfg.addr));
-	if (inet_pton(AF_INET, host, &in4->sin_addr) == 1) {
-		in4->sin_family = AF_INET;
-		in4->sin_port = htons((uint16_t)port);
-		cfg.addrlen = sizeof(*in4);
-		snprintf(cfg.host_header, sizeof(cfg.host_header), "%s:%ld", host, port);
-	} else if (inet_pton(AF_INET6, host, &in6->sin6_addr) == 1) {
-		in6->sin6_family = AF_INET6;
-		in6->sin6_port = htons((uint16_t)port);
-		cfg.addrlen = sizeof(*in6);
-		snprintf(cfg.host_header, sizeof(cfg.host_header), "[%s]:%ld", host, port);
-	} else {
+	if (sim_cli_parse_addr(arg, false, &hp, why, sizeof(why))) {
+		fprintf(stderr, "fg-load: --target %s: %s\n", arg, why);
 		return -1;
 	}
+	if (sim_cli_sockaddr(hp.host, hp.port, &cfg.addr, &cfg.addrlen))
+		return -1;
+	snprintf(cfg.host_header, sizeof(cfg.host_header), cfg.addr.ss_family == AF_INET6 ?
+		 "[%s]:%u" : "%s:%u", hp.host, hp.port);
 	return 0;
 }
 
@@ -937,17 +909,6 @@ static bool parse_double(const char *s, double lo, double *out)
 		return false;
 	*out = v;
 	return true;
-}
-
-/* Hundreds of connections need more descriptors than the usual soft limit. */
-static void raise_fd_limit(void)
-{
-	struct rlimit rl;
-
-	if (!getrlimit(RLIMIT_NOFILE, &rl) && rl.rlim_cur < rl.rlim_max) {
-		rl.rlim_cur = rl.rlim_max;
-		setrlimit(RLIMIT_NOFILE, &rl);
-	}
 }
 
 int main(int argc, char **argv)
@@ -1054,7 +1015,7 @@ bad:
 				cfg.tenants[i].name);
 			return 2;
 		}
-	raise_fd_limit();
+	sim_cli_raise_fd_limit();
 	signal(SIGPIPE, SIG_IGN);
 	rng_state = cfg.seed * 0x9e3779b97f4a7c15ull | 1;
 

@@ -16,9 +16,11 @@
 #include <unistd.h>
 
 #include "sim/openai_request.h" /* the OpenAI error shape for 400/413 */
+#include "sim/sim_cli.h"
 
 #define READ_CHUNK 65536
 #define MAX_URL 8192
+#define ACCEPT_BATCH 64
 
 struct buf {
 	char *p;
@@ -44,6 +46,8 @@ struct sim_http_conn {
 	bool want_out;          /* EPOLLOUT registered */
 	bool closed;
 	bool dead;              /* a write failed: close from the loop */
+	bool parsing;           /* inside conn_parse: a response finished there
+				   lets its loop go on rather than recurse */
 	uint64_t close_timer;
 	void *user;
 	struct sim_http_conn *prev, *next;
@@ -230,9 +234,14 @@ static void respond_bad_http(struct sim_http_conn *c, const char *why)
 	free(j);
 }
 
-/* Feed buffered input to the parser; dispatch at most one request. */
+/* Feed buffered input to the parser, one request at a time: a request
+ * answered at once lets the loop parse the next (pipelining), iteratively,
+ * however many a client sends. */
 static void conn_parse(struct sim_http_conn *c)
 {
+	if (c->parsing)
+		return;
+	c->parsing = true;
 	while (!c->closed && !c->dead && !c->close_after_write && !c->in_request &&
 	       c->in_off < c->in.len) {
 		size_t avail = c->in.len - c->in_off;
@@ -252,6 +261,7 @@ static void conn_parse(struct sim_http_conn *c)
 		if (n == avail)
 			break;
 	}
+	c->parsing = false;
 	if (c->in_off == c->in.len)
 		c->in_off = c->in.len = 0;
 }
@@ -462,10 +472,15 @@ static void accept_ready(struct fg_loop *loop, int fd, uint32_t events, void *ct
 	struct sim_http_server *s = ctx;
 
 	(void)events;
-	for (;;) {
+	/* bounded, so a connection storm cannot keep the loop from the signalfd */
+	for (int i = 0; i < ACCEPT_BATCH; i++) {
 		int cfd = accept4(fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
-		if (cfd < 0)
-			return; /* EAGAIN, or EMFILE: retried on the next readiness */
+		if (cfd < 0) {
+			/* out of descriptors: parked for a while rather than spun on */
+			if (fg_loop_accept_failed(loop, fd, errno))
+				return;
+			continue;
+		}
 		struct sim_http_conn *c = calloc(1, sizeof(*c));
 		if (!c) {
 			close(cfd);
@@ -494,20 +509,10 @@ struct sim_http_server *sim_http_listen(struct fg_loop *loop, const char *host, 
 					size_t max_body, const struct sim_http_callbacks *cb,
 					void *ctx, char *errbuf, size_t errlen)
 {
-	struct sockaddr_storage ss = { 0 };
+	struct sockaddr_storage ss;
 	socklen_t sl;
-	struct sockaddr_in *in4 = (struct sockaddr_in *)&ss;
-	struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)&ss;
 
-	if (inet_pton(AF_INET, host, &in4->sin_addr) == 1) {
-		in4->sin_family = AF_INET;
-		in4->sin_port = htons(port);
-		sl = sizeof(*in4);
-	} else if (inet_pton(AF_INET6, host, &in6->sin6_addr) == 1) {
-		in6->sin6_family = AF_INET6;
-		in6->sin6_port = htons(port);
-		sl = sizeof(*in6);
-	} else {
+	if (sim_cli_sockaddr(host, port, &ss, &sl)) {
 		snprintf(errbuf, errlen, "listen address '%s' is not a numeric IPv4/IPv6 address",
 			 host);
 		return NULL;
@@ -531,7 +536,8 @@ struct sim_http_server *sim_http_listen(struct fg_loop *loop, const char *host, 
 		return NULL;
 	}
 	getsockname(fd, (struct sockaddr *)&ss, &sl);
-	s->port = ntohs(ss.ss_family == AF_INET ? in4->sin_port : in6->sin6_port);
+	s->port = ntohs(ss.ss_family == AF_INET ? ((struct sockaddr_in *)&ss)->sin_port
+						: ((struct sockaddr_in6 *)&ss)->sin6_port);
 	s->loop = loop;
 	s->fd = fd;
 	s->max_body = max_body;

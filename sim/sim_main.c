@@ -11,13 +11,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <unistd.h>
 
 #include "agent/event_loop.h"
 #include "policy/cost_model.h"
 #include "policy/policy.h"
+#include "sim/sim_cli.h"
 #include "sim/sim_server.h"
 
 static void usage(FILE *out)
@@ -61,33 +61,6 @@ static int parse_u64(const char *s, uint64_t lo, uint64_t hi, uint64_t *out)
 	if (errno || end == s || *end || s[0] == '-' || v < lo || v > hi)
 		return -1;
 	*out = v;
-	return 0;
-}
-
-static int parse_listen(const char *arg, char *host, size_t hostlen, uint16_t *port)
-{
-	const char *colon;
-	size_t hl;
-	uint64_t p;
-
-	if (arg[0] == '[') {
-		const char *rb = strchr(arg, ']');
-		if (!rb || rb[1] != ':')
-			return -1;
-		hl = (size_t)(rb - arg - 1);
-		arg++;
-		colon = rb + 1;
-	} else {
-		colon = strrchr(arg, ':');
-		if (!colon)
-			return -1;
-		hl = (size_t)(colon - arg);
-	}
-	if (!hl || hl >= hostlen || parse_u64(colon + 1, 0, 65535, &p))
-		return -1;
-	memcpy(host, arg, hl);
-	host[hl] = '\0';
-	*port = (uint16_t)p;
 	return 0;
 }
 
@@ -135,17 +108,6 @@ static int bad(const char *opt, const char *arg)
 	return 2;
 }
 
-/* Hundreds of connections need more descriptors than the usual soft limit. */
-static void raise_fd_limit(void)
-{
-	struct rlimit rl;
-
-	if (!getrlimit(RLIMIT_NOFILE, &rl) && rl.rlim_cur < rl.rlim_max) {
-		rl.rlim_cur = rl.rlim_max;
-		setrlimit(RLIMIT_NOFILE, &rl);
-	}
-}
-
 int main(int argc, char **argv)
 {
 	struct sim_server_options o = { .port = 8001, .speedup = 1, .default_max_tokens = 256,
@@ -159,10 +121,18 @@ int main(int argc, char **argv)
 	while ((c = getopt_long(argc, argv, "h", long_opts, NULL)) != -1) {
 		switch (c) {
 		case OPT_POLICY: policy_path = optarg; break;
-		case OPT_LISTEN:
-			if (parse_listen(optarg, o.host, sizeof(o.host), &o.port))
-				return bad("listen", optarg);
+		case OPT_LISTEN: {
+			struct fg_hostport hp;
+			char why[128];
+			if (sim_cli_parse_addr(optarg, true, &hp, why, sizeof(why)) ||
+			    strlen(hp.host) >= sizeof(o.host)) {
+				fprintf(stderr, "fairgate-sim: --listen %s: %s\n", optarg, why);
+				return 2;
+			}
+			strcpy(o.host, hp.host);
+			o.port = hp.port;
 			break;
+		}
 		case OPT_SPEEDUP:
 			if (!strcmp(optarg, "inf")) {
 				o.speedup = 0;
@@ -277,19 +247,24 @@ int main(int argc, char **argv)
 	sigaddset(&mask, SIGINT);
 	sigaddset(&mask, SIGTERM);
 	sigprocmask(SIG_BLOCK, &mask, NULL);
-	raise_fd_limit();
+	sim_cli_raise_fd_limit();
 	signal(SIGPIPE, SIG_IGN);
 	int sfd = signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC);
 
 	struct fg_loop *loop = fg_loop_new();
 	char err[256];
-	struct sim_server *srv = loop ? sim_server_new(loop, &o, &cm, err, sizeof(err)) : NULL;
-	if (!srv) {
-		fprintf(stderr, "fairgate-sim: %s\n", loop ? err : "cannot create the event loop");
+	struct sim_server *srv = NULL;
+	/* SIGINT and SIGTERM are blocked: without the signalfd in the loop
+	 * nothing could stop us but SIGKILL, so refuse to run */
+	if (sfd < 0 || !loop || fg_loop_add(loop, sfd, EPOLLIN, on_signal, NULL)) {
+		fprintf(stderr, "fairgate-sim: cannot watch SIGINT/SIGTERM: %s\n", strerror(errno));
 		goto out;
 	}
-	if (sfd >= 0)
-		fg_loop_add(loop, sfd, EPOLLIN, on_signal, NULL);
+	srv = sim_server_new(loop, &o, &cm, err, sizeof(err));
+	if (!srv) {
+		fprintf(stderr, "fairgate-sim: %s\n", err);
+		goto out;
+	}
 	char speedup[32];
 	if (o.speedup > 0)
 		snprintf(speedup, sizeof(speedup), "%g", o.speedup);

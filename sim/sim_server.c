@@ -55,6 +55,7 @@ struct sim_server {
 	uint64_t real_origin_ns;
 	uint64_t step_timer;
 	uint64_t next_job;
+	bool closing;          /* sim_server_free: the engine frees every sequence */
 };
 
 /* ---- pacing ------------------------------------------------------------------ */
@@ -203,7 +204,8 @@ static struct job_timing job_timing(const struct job *j)
 static void job_free(struct job *j)
 {
 	for (uint32_t i = 0; i < j->n_choices; i++) {
-		if (j->choices[i].seq)
+		/* one abort scans the queues; thousands at exit would take seconds */
+		if (j->choices[i].seq && !j->srv->closing)
 			sim_engine_abort(j->srv->engine, j->choices[i].seq);
 		free(j->choices[i].text);
 	}
@@ -530,6 +532,7 @@ void sim_server_free(struct sim_server *s)
 		return;
 	if (s->step_timer)
 		fg_loop_timer_cancel(s->loop, s->step_timer);
+	s->closing = true;
 	sim_http_free(s->http);  /* closes connections, which frees their jobs */
 	sim_engine_free(s->engine);
 	free(s);

@@ -6,29 +6,7 @@
 # another cache_salt, an over-subscribed KV pool preempts and recomputes
 # while a fitting load does not, and the same requests with the same seed
 # give the same numbers. Also: --policy with the example policy.
-source "$(dirname "$0")/lib.sh"
-sim=$FG_BUILD/fairgate-sim
-load=$FG_BUILD/fg-load
-tmp=$(mktemp -d); on_exit "rm -rf $tmp"
-
-sim_port() {
-	local p
-	for _ in $(seq 50); do
-		p=$((21000 + RANDOM % 1000))
-		ss -Htln "sport = :$p" | grep -q . || { echo "$p"; return; }
-	done
-	echo 0
-}
-start_sim() { # NAME ARGS... — sets PORT, URL, SIM_PID
-	local name=$1; shift
-	PORT=$(sim_port)
-	spawn "$tmp/$name.log" "$sim" --listen "127.0.0.1:$PORT" "$@"
-	SIM_PID=$SPAWNED_PID
-	URL=http://127.0.0.1:$PORT
-	wait_port 127.0.0.1 "$PORT" 10 || { tap_fail "$name starts" "$(cat "$tmp/$name.log")"; exit 1; }
-}
-stop_sim() { kill -TERM "$SIM_PID" 2>/dev/null; wait "$SIM_PID" 2>/dev/null; }
-metric() { curl -s "$URL/metrics" | awk -v m="$1" '$1 ~ "^"m"[{]" { s += $2 } END { printf "%.0f\n", s }'; }
+source "$(dirname "$0")/sim_env.inc"
 hdr() { grep -i "^$1:" "$2" | head -1 | awk '{ print $2 }' | tr -d '\r'; }
 # near NAME GOT WANT [REL] — relative tolerance (default 1e-6), plus 1e-6 absolute
 # because headers print ms with 6 decimals

@@ -4,39 +4,7 @@
 # one 200, every token reaches the client), and the sim's /metrics agree
 # with what the clients counted. Closed loop at full speed, then open loop
 # (Poisson) with the engine paced to the wall clock.
-source "$(dirname "$0")/lib.sh"
-sim=$FG_BUILD/fairgate-sim
-load=$FG_BUILD/fg-load
-tmp=$(mktemp -d); on_exit "rm -rf $tmp"
-
-sim_port() {
-	local p
-	for _ in $(seq 50); do
-		p=$((21000 + RANDOM % 1000))
-		ss -Htln "sport = :$p" | grep -q . || { echo "$p"; return; }
-	done
-	echo 0
-}
-start_sim() {
-	local name=$1; shift
-	PORT=$(sim_port)
-	spawn "$tmp/$name.log" "$sim" --listen "127.0.0.1:$PORT" "$@"
-	SIM_PID=$SPAWNED_PID SIM_LOG=$tmp/$name.log
-	URL=http://127.0.0.1:$PORT
-	wait_port 127.0.0.1 "$PORT" 10 || { tap_fail "$name starts" "$(cat "$tmp/$name.log")"; exit 1; }
-}
-# stop_clean NAME — SIGTERM; the sim must exit 0 with no sanitizer report (leaks included)
-stop_clean() {
-	kill -TERM "$SIM_PID"
-	local rc=0
-	wait "$SIM_PID" || rc=$?
-	if [ "$rc" -eq 0 ] && ! grep -qE 'AddressSanitizer|LeakSanitizer|runtime error' "$SIM_LOG"; then
-		tap_ok "$1: sim exits cleanly, no leak"
-	else
-		tap_fail "$1: sim exit $rc" "$(grep -E -A5 'Sanitizer|runtime error' "$SIM_LOG" | head -20)"
-	fi
-}
-metric() { curl -s "$URL/metrics" | awk -v m="$1" '$1 ~ "^"m"[{]" { s += $2 } END { printf "%.0f\n", s }'; }
+source "$(dirname "$0")/sim_env.inc"
 sum() { jq "[.tenants[].$1] | add" "$2"; }
 
 check "fg-load --help documents --tenant" bash -c "'$load' --help | grep -q 'NAME:KEY:RATE:PROMPT_CHARS:MAX_TOKENS'"

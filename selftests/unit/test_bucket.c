@@ -12,14 +12,7 @@
 #define S 1000000000ull /* one second in ns */
 #define T0 (1000 * S)   /* an arbitrary monotonic start */
 
-#define assert_near(got, want)                                                         \
-	do {                                                                           \
-		double g_ = (got), w_ = (want);                                        \
-		if (fabs(g_ - w_) > 1e-6 * (fabs(w_) + 1)) {                           \
-			print_error("%s = %.9g, want %.9g\n", #got, g_, w_);           \
-			fail();                                                        \
-		}                                                                      \
-	} while (0)
+#include "selftests/unit/assert_near.h"
 
 static void starts_full_and_reserves(void **state)
 {

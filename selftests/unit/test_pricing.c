@@ -12,14 +12,7 @@
 #include "policy/policy.h"
 #include "policy/pricing.h"
 
-#define assert_near(got, want)                                                         \
-	do {                                                                           \
-		double g_ = (got), w_ = (want);                                        \
-		if (fabs(g_ - w_) > 1e-6 * (fabs(w_) + 1)) {                           \
-			print_error("%s = %.9g, want %.9g\n", #got, g_, w_);           \
-			fail();                                                        \
-		}                                                                      \
-	} while (0)
+#include "selftests/unit/assert_near.h"
 
 static struct fg_cost_model seed_model(void)
 {
