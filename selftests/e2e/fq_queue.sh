@@ -69,7 +69,10 @@ wait "${pids[@]}"
 ok=$(cat "$PX_TMP"/c.* | grep -c '^200$') r429=$(cat "$PX_TMP"/c.* | grep -c '^429$')
 expect_eq "every request of the burst answered 200 or 429 ($ok + $r429)" $((ok + r429)) $N
 check "some were served ($ok)" test "$ok" -ge 1
-check "most timed out in the queue ($r429 >= N/2)" test "$r429" -ge $((N / 2))
+# ~10 of 24 fit in 2 s of prefill; how many exactly depends on how fast 24
+# curl processes start on a loaded machine (later arrivals wait less), so
+# the bound is loose: a quarter is far above zero and far from all
+check "many timed out in the queue ($r429 >= N/4)" test "$r429" -ge $((N / 4))
 one=$(grep -l '^429$' "$PX_TMP"/c.* | head -1 | sed 's/.*\.//')
 if [ -n "$one" ]; then
 	expect_eq "429: code queue_timeout" "$(jq -r .error.code "$PX_TMP/b.$one")" queue_timeout
