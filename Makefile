@@ -19,7 +19,7 @@ ARCH_INC := /usr/include/$(shell $(CC) -dumpmachine 2>/dev/null)
 
 CFLAGS  := -std=gnu11 -g -Wall -Wextra -Werror -D_GNU_SOURCE -I. -I$(BUILD)/include
 LDFLAGS :=
-LDLIBS  := -lbpf -lelf -lz -lyaml -ljansson -lcrypto -lhttp_parser -lpthread -lm
+LDLIBS  := -lbpf -lelf -lz -lyaml -ljansson -lyajl -lcrypto -lhttp_parser -lpthread -lm
 ifeq ($(SAN),1)
 CFLAGS  += -O1 -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined -DFG_SANITIZED=1
 LDFLAGS += -fsanitize=address,undefined

@@ -9,9 +9,9 @@
 #ifndef FAIRGATE_HTTP_REQUEST_H
 #define FAIRGATE_HTTP_REQUEST_H
 
-#include <jansson.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include "policy/pricing.h"
 
 enum fg_api {
@@ -25,17 +25,39 @@ enum fg_api {
 /* The API a request line names; `path` may carry a query string. */
 enum fg_api fg_api_of(int http_method, const char *path, size_t len);
 
+/* Where a top-level member the rewrite may drop sits in the body. */
+struct fg_req_member {
+	bool present;
+	bool is_object;            /* stream_options: an object (not null) */
+	size_t cut_from, cut_to;   /* the member and the comma after it */
+	size_t value_end;
+	size_t open, close;        /* objects: offsets of '{' and '}' */
+	bool has_iu;               /* stream_options.include_usage given */
+	size_t iu_from, iu_to;     /* its cut inside the object */
+	size_t other_end;          /* end of its last other member (0: none) */
+};
+
 struct fg_req_info {
 	char model[FG_CAL_MODEL_MAX];
 	bool stream;
 	bool client_wants_usage;   /* stream_options.include_usage as the client sent it */
 	struct fg_request_shape shape;
+	/* the body's layout, for fg_request_forward_body */
+	size_t brace;              /* offset of the top-level '{' */
+	uint32_t members;          /* top-level members */
+	size_t other_end;          /* end of the last member no rewrite drops (0: none) */
+	struct fg_req_member cache_salt, priority, stream_options;
 };
 
-/* Parse and validate a body. Returns the JSON root (json_decref it), or NULL
- * with a message for the client and the offending parameter (or NULL). */
-json_t *fg_request_parse(enum fg_api api, const char *body, size_t len, struct fg_req_info *info,
-			 char *msg, size_t msglen, const char **param);
+/* Parse and validate a body in one streaming pass (yajl): well-formed JSON
+ * in strict UTF-8 without NUL (raw or \u0000), lone surrogates, numbers
+ * out of range, nesting deeper than 2048 or duplicate keys at any depth,
+ * whose top level is an object with the members of `api` well typed.
+ * Returns 0, or -1 with a message for the client and the offending
+ * parameter (or NULL). No tree is built: the shape, the model and the
+ * layout the rewrite needs are recorded in `info`. */
+int fg_request_parse(enum fg_api api, const char *body, size_t len, struct fg_req_info *info,
+		     char *msg, size_t msglen, const char **param);
 
 struct fg_rewrite {
 	const char *cache_salt;    /* NULL: forward no salt at all */
@@ -44,15 +66,14 @@ struct fg_rewrite {
 	int priority;
 };
 
-/* Apply the rewrite in place; 0, or -1 when out of memory. */
-int fg_request_rewrite(json_t *root, const struct fg_rewrite *rw);
-
-/* The body to forward (malloc'd, *out_len bytes). When the client sent none
- * of the members the rewrite touches, the new members are spliced in after
- * the opening brace and the client's bytes follow untouched (duplicate keys
- * were refused at parse, so nothing can shadow them); otherwise the
- * rewritten tree is serialised. NULL when out of memory. */
-char *fg_request_forward_body(json_t *root, const char *body, size_t len,
+/* The body to forward (malloc'd, NUL-terminated, *out_len bytes) for a body
+ * fg_request_parse accepted into `info`: the new members are spliced in
+ * after the opening brace and the client's bytes follow untouched, less
+ * any member the rewrite owns (a client's cache_salt and priority; with
+ * forced usage, its stream_options, whose other members are carried into
+ * the new one). Duplicate keys were refused at parse, so nothing can
+ * shadow the spliced members. NULL when out of memory. */
+char *fg_request_forward_body(const struct fg_req_info *info, const char *body, size_t len,
 			      const struct fg_rewrite *rw, size_t *out_len);
 
 #endif

@@ -81,9 +81,12 @@ static void accept_cb(struct fg_loop *loop, int fd, uint32_t events, void *ctx)
 		socklen_t len = sizeof(peer);
 		int cfd = accept4(fd, (struct sockaddr *)&peer, &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
 		if (cfd < 0) {
-			if (errno == EMFILE || errno == ENFILE)
-				fprintf(stderr, "fairgated: accept: %s\n", strerror(errno));
-			return;
+			int e = errno;
+			if (e == EMFILE || e == ENFILE)
+				fprintf(stderr, "fairgated: accept: %s\n", strerror(e));
+			if (fg_loop_accept_failed(loop, fd, e)) /* parks the listener on EMFILE */
+				return;
+			continue;
 		}
 		fg_client_accept(px, cfd, &peer, len);
 	}

@@ -484,7 +484,7 @@ static void refuse_size(struct fg_client *c, const struct fg_gw_decision *d)
 /* Price and decide with the gateway. Returns true when the request is
  * admitted (queued, or bound for the long-context pool); otherwise the
  * answer has been written. */
-static bool admit(struct fg_client *c, json_t **root)
+static bool admit(struct fg_client *c)
 {
 	struct fg_proxy *px = c->px;
 	struct fg_exchange *x = &c->x;
@@ -495,9 +495,8 @@ static bool admit(struct fg_client *c, json_t **root)
 		x->info.shape.prompt_chars = fg_buf_used(&x->body);
 		x->info.shape.prompt_only = true;
 	} else {
-		*root = fg_request_parse(x->api, fg_buf_head(&x->body), fg_buf_used(&x->body),
-					 &x->info, msg, sizeof(msg), &param);
-		if (!*root) {
+		if (fg_request_parse(x->api, fg_buf_head(&x->body), fg_buf_used(&x->body), &x->info,
+				     msg, sizeof(msg), &param)) {
 			fg_quota_count(x->tenant, FG_OUT_BAD_REQUEST);
 			fg_client_error(c, 400, "invalid_request_error", NULL, param, msg, NULL);
 			return false;
@@ -534,7 +533,7 @@ static bool admit(struct fg_client *c, json_t **root)
 	}
 }
 
-static bool rewrite_body(struct fg_client *c, json_t *root)
+static bool rewrite_body(struct fg_client *c)
 {
 	struct fg_exchange *x = &c->x;
 	const struct fg_tenant_rt *t = x->tenant;
@@ -547,8 +546,8 @@ static bool rewrite_body(struct fg_client *c, json_t *root)
 
 	if (t->salted && !t->salt[0])
 		return false;
-	x->fwd_body = fg_request_forward_body(root, fg_buf_head(&x->body), fg_buf_used(&x->body), &rw,
-					      &x->fwd_len);
+	x->fwd_body = fg_request_forward_body(&x->info, fg_buf_head(&x->body), fg_buf_used(&x->body),
+					      &rw, &x->fwd_len);
 	return x->fwd_body != NULL;
 }
 
@@ -557,7 +556,6 @@ static void handle_request(struct fg_client *c)
 	struct fg_proxy *px = c->px;
 	struct fg_exchange *x = &c->x;
 	const char *why = NULL;
-	json_t *root = NULL;
 
 	x->api = fg_api_of(c->parser.method, x->hdrs.raw.data + x->url, x->url_len);
 	c->deadline_ns = UINT64_MAX; /* the engine side owns the clock now */
@@ -577,12 +575,9 @@ static void handle_request(struct fg_client *c)
 	}
 	if (t && x->api != FG_API_NONE) {
 		uint64_t t0 = fg_now_ns();
-		if (!admit(c, &root)) {
-			json_decref(root);
+		if (!admit(c))
 			return;
-		}
-		bool ok = x->api == FG_API_OTHER_BODY || rewrite_body(c, root);
-		json_decref(root);
+		bool ok = x->api == FG_API_OTHER_BODY || rewrite_body(c);
 		if (!ok) {
 			fg_client_error(c, 500, "server_error", NULL, NULL,
 					"could not prepare the request for the engine", NULL);

@@ -7,6 +7,7 @@
  * departed client received, or a refund when the engine failed. */
 #include <errno.h>
 #include <inttypes.h>
+#include <jansson.h>
 #include <limits.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>

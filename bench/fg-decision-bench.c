@@ -1,15 +1,14 @@
 /* fg-decision-bench.c — what the admission decision costs per request, by
  * body size: the same calls fairgated makes between "request received" and
- * "request ready for the engine" (SHA-256 of the API key, JSON parse and
- * validation, prompt measurement, pricing through the cost model, the
- * bucket's reserve, the cache_salt / include_usage rewrite and serialising
+ * "request ready for the engine" (SHA-256 of the API key, the one-pass JSON
+ * validation and prompt measurement, pricing through the cost model, the
+ * bucket's reserve, the cache_salt / include_usage rewrite splicing
  * the forwarded body), timed in-process over many iterations and reported
  * as medians of several runs, next to a plain memcpy of the same body as a
  * floor.
  *
  *   fg-decision-bench [--runs R] [--json]
  */
-#include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -59,18 +58,16 @@ static int decide(const char *body, size_t len, const struct fg_cost_model *cm,
 	const char *param;
 
 	fg_sha256(key, sizeof(key) - 1, hash);
-	json_t *root = fg_request_parse(FG_API_CHAT, body, len, &info, msg, sizeof(msg), &param);
-	if (!root)
+	if (fg_request_parse(FG_API_CHAT, body, len, &info, msg, sizeof(msg), &param))
 		return -1;
 	struct fg_price p = fg_price_request(cm, FG_METER_REPLICA_TIME, cal, info.model, &info.shape, 256);
 	struct fg_decision d = fg_admission_decide(bucket, p.units, now_ns);
 	struct fg_rewrite rw = { .cache_salt = "fg1-bench-0123456789abcdef0123456789abcdef0123456789abcdef01234567",
 				 .force_usage = info.stream };
 	size_t out_len = 0;
-	char *out = fg_request_forward_body(root, body, len, &rw, &out_len);
+	char *out = fg_request_forward_body(&info, body, len, &rw, &out_len);
 	sink += out_len + hash[0];
 	free(out);
-	json_decref(root);
 	fg_bucket_settle(bucket, d.cost, 0, now_ns); /* keep the bucket full */
 	return d.verdict == FG_ADMIT ? 0 : -1;
 }

@@ -5,7 +5,7 @@
 set -euo pipefail
 
 BUILD_PKGS="build-essential clang llvm libbpf-dev libelf-dev zlib1g-dev bpftool
-  libyaml-dev libjansson-dev libssl-dev libhttp-parser-dev libcmocka-dev libclang-rt-14-dev"
+  libyaml-dev libjansson-dev libyajl-dev libssl-dev libhttp-parser-dev libcmocka-dev libclang-rt-14-dev"
 RUN_PKGS="iproute2 curl procps util-linux ethtool jq"
 BENCH_PKGS="nginx-light wrk"
 

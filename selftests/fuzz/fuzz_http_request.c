@@ -175,15 +175,14 @@ static void handle(struct conn *c, int method, bool stream_rewrite)
 	struct fg_req_info info;
 	char msg[384];
 	const char *param;
-	json_t *root = fg_request_parse(api, fg_buf_head(&c->body), fg_buf_used(&c->body), &info,
-					msg, sizeof(msg), &param);
-	if (!root) {
+	if (fg_request_parse(api, fg_buf_head(&c->body), fg_buf_used(&c->body), &info, msg,
+			     sizeof(msg), &param)) {
 		FUZZ_CHECK(msg[0], "refusal without a message");
 		return;
 	}
 	struct fg_rewrite rw = { .cache_salt = SALT, .force_usage = info.stream || stream_rewrite };
 	size_t n = 0;
-	char *fwd = fg_request_forward_body(root, fg_buf_head(&c->body), fg_buf_used(&c->body), &rw,
+	char *fwd = fg_request_forward_body(&info, fg_buf_head(&c->body), fg_buf_used(&c->body), &rw,
 					    &n);
 	if (fwd) {
 		json_t *out = json_loadb(fwd, n, JSON_REJECT_DUPLICATES, NULL);
@@ -194,7 +193,6 @@ static void handle(struct conn *c, int method, bool stream_rewrite)
 		json_decref(out);
 	}
 	free(fwd);
-	json_decref(root);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

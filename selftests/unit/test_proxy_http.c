@@ -20,8 +20,9 @@
 #include "agent/identity.h"
 #include "agent/salt.h"
 
-static json_t *parse(enum fg_api api, const char *body, struct fg_req_info *info, char *msg,
-		     const char **param)
+/* 0 when accepted */
+static int parse(enum fg_api api, const char *body, struct fg_req_info *info, char *msg,
+		 const char **param)
 {
 	return fg_request_parse(api, body, strlen(body), info, msg, 256, param);
 }
@@ -44,12 +45,12 @@ static void chat_is_measured(void **state)
 	struct fg_req_info info;
 	char msg[256];
 	const char *param;
-	json_t *root = parse(FG_API_CHAT,
+	int rc = parse(FG_API_CHAT,
 			     "{\"model\":\"m1\",\"messages\":[{\"role\":\"user\",\"content\":\"abcdefgh\"},"
 			     "{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"xyz\"}]}],"
 			     "\"max_tokens\":50,\"max_completion_tokens\":70,\"n\":2,\"stream\":true}",
 			     &info, msg, &param);
-	assert_non_null(root);
+	assert_int_equal(rc, 0);
 	assert_string_equal(info.model, "m1");
 	/* every string the template sees: roles, contents, part types */
 	assert_int_equal(info.shape.prompt_chars, 4 + 8 + 4 + 4 + 3);
@@ -57,7 +58,6 @@ static void chat_is_measured(void **state)
 	assert_int_equal(info.shape.n, 2);
 	assert_true(info.stream);
 	assert_false(info.client_wants_usage);
-	json_decref(root);
 }
 
 static void completions_prompt_forms(void **state)
@@ -66,20 +66,23 @@ static void completions_prompt_forms(void **state)
 	struct fg_req_info info;
 	char msg[256];
 	const char *param;
-	json_t *root = parse(FG_API_COMPLETIONS, "{\"prompt\":[[1,2,3],[4,5]],\"max_tokens\":null}",
-			     &info, msg, &param);
-	assert_non_null(root);
+	assert_int_equal(parse(FG_API_COMPLETIONS, "{\"prompt\":[[1,2,3],[4,5]],\"max_tokens\":null}",
+			       &info, msg, &param), 0);
 	assert_int_equal(info.shape.prompt_token_ids, 5);
 	assert_int_equal(info.shape.max_tokens, 0); /* null = absent */
-	json_decref(root);
-	root = parse(FG_API_COMPLETIONS, "{\"prompt\":[\"ab\",\"cde\"]}", &info, msg, &param);
-	assert_non_null(root);
+	assert_int_equal(parse(FG_API_COMPLETIONS, "{\"prompt\":[[1,[2]]]}", &info, msg, &param), -1);
+	assert_int_equal(parse(FG_API_COMPLETIONS, "{\"prompt\":[[],[7]]}", &info, msg, &param), 0);
+	assert_int_equal(info.shape.prompt_token_ids, 1);
+	assert_int_equal(parse(FG_API_COMPLETIONS, "{\"prompt\":[1,2,3]}", &info, msg, &param), 0);
+	assert_int_equal(info.shape.prompt_token_ids, 3);
+	assert_int_equal(parse(FG_API_COMPLETIONS, "{\"prompt\":[\"ab\",\"cde\"]}", &info, msg, &param), 0);
 	assert_int_equal(info.shape.prompt_chars, 5);
-	json_decref(root);
-	root = parse(FG_API_EMBEDDINGS, "{\"input\":\"hello\"}", &info, msg, &param);
-	assert_non_null(root);
+	/* escapes count as the characters they stand for */
+	assert_int_equal(parse(FG_API_COMPLETIONS, "{\"prompt\":\"a\\n\\u00e9\\ud83d\\ude00\"}", &info,
+			       msg, &param), 0);
+	assert_int_equal(info.shape.prompt_chars, 1 + 1 + 2 + 4);
+	assert_int_equal(parse(FG_API_EMBEDDINGS, "{\"input\":\"hello\"}", &info, msg, &param), 0);
 	assert_true(info.shape.prompt_only);
-	json_decref(root);
 }
 
 static void bad_requests_name_the_parameter(void **state)
@@ -109,15 +112,42 @@ static void bad_requests_name_the_parameter(void **state)
 		{ FG_API_COMPLETIONS, "{\"prompt\":[]}", "prompt" },
 		{ FG_API_COMPLETIONS, "{\"prompt\":[[1,\"a\"]]}", "prompt" },
 		{ FG_API_EMBEDDINGS, "{}", "input" },
+		/* what the streaming pass must refuse like a full parse did */
+		{ FG_API_CHAT, "{\"messages\":[{\"a\":1,\"\\u0061\":2}]}", NULL }, /* nested duplicate */
+		{ FG_API_CHAT, "{\"messages\":[{\"k0\":0,\"k1\":1,\"k2\":2,\"k3\":3,\"k4\":4,\"k5\":5,"
+			       "\"k6\":6,\"k7\":7,\"k8\":8,\"k9\":9,\"k3\":10}]}", NULL }, /* sorted check */
+		{ FG_API_CHAT, "{\"messages\":[{}]} {}", NULL },                /* trailing value */
+		{ FG_API_CHAT, "{\"messages\":[{}],}", NULL },                  /* trailing comma */
+		{ FG_API_CHAT, "{\"messages\":[{\"content\":\"\\u0000\"}]}", NULL },
+		{ FG_API_CHAT, "{\"messages\":[{\"content\":\"\\ud800\"}]}", NULL },
+		{ FG_API_CHAT, "{\"messages\":[{\"content\":\"\\udc00\"}]}", NULL },
+		{ FG_API_CHAT, "{\"messages\":[{\"content\":\"\\ud800\\u0041\"}]}", NULL },
+		{ FG_API_CHAT, "{\"messages\":[{\"content\":\"\xc0\xaf\"}]}", NULL }, /* overlong */
+		{ FG_API_CHAT, "{\"messages\":[{\"content\":\"\xed\xa0\x80\"}]}", NULL }, /* surrogate */
+		{ FG_API_CHAT, "{\"messages\":[{\"content\":\"\xf4\x90\x80\x80\"}]}", NULL },
+		{ FG_API_CHAT, "{\"messages\":[{\"content\":\"\xe2\x82\"}]}", NULL }, /* truncated */
+		{ FG_API_CHAT, "{\"messages\":[{}],\"x\":1e400}", NULL },
+		{ FG_API_CHAT, "{\"messages\":[{}],\"x\":9223372036854775808}", NULL },
+		{ FG_API_CHAT, "{\"messages\":[{}],\"x\":01}", NULL },
+		{ FG_API_CHAT, "{\"messages\":[{}],\"x\":tru}", NULL },
+		{ FG_API_CHAT, "{\"messages\":[{}],\"x\":\"a\tb\"}", NULL }, /* raw control char */
+		{ FG_API_CHAT, "{\"messages\":[{}],/*c*/\"x\":1}", NULL },
+		{ FG_API_CHAT, "\xef\xbb\xbf{\"messages\":[{}]}", NULL },   /* BOM */
+		{ FG_API_CHAT, "   ", NULL },
+		{ FG_API_CHAT, "{\"\":1,\"\":2,\"messages\":[{}]}", NULL },     /* empty keys too */
+		{ FG_API_CHAT, "{\"messages\":[{}]}\"unfinished", NULL },  /* yajl passes this */
+		{ FG_API_CHAT, "{\"messages\":[{}]}\f", NULL },            /* not JSON whitespace */
+		{ FG_API_CHAT, "{\"messages\":[{}],\v\"n\":1}", NULL },
+		{ FG_API_CHAT, "\"messages\"", NULL },
+		{ FG_API_CHAT, "{\"messages\":[{}],\"n\":2.0}", "n" },
+		{ FG_API_CHAT, "{\"messages\":[{}],\"max_tokens\":1e2}", "max_tokens" },
 	};
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		struct fg_req_info info;
 		char msg[256] = "";
 		const char *param = "unset";
-		json_t *root = parse(cases[i].api, cases[i].body, &info, msg, &param);
-		if (root) {
+		if (!parse(cases[i].api, cases[i].body, &info, msg, &param)) {
 			print_error("case %zu (%s) was accepted\n", i, cases[i].body);
-			json_decref(root);
 			fail();
 		}
 		assert_true(strlen(msg) > 0);
@@ -128,67 +158,93 @@ static void bad_requests_name_the_parameter(void **state)
 	}
 }
 
-static void rewrite_replaces_salt_and_forces_usage(void **state)
-{
-	(void)state;
-	struct fg_req_info info;
-	char msg[256];
-	const char *param;
-	json_t *root = parse(FG_API_CHAT,
-			     "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"stream\":true,"
-			     "\"cache_salt\":\"other-tenant-salt\",\"priority\":-100}",
-			     &info, msg, &param);
-	assert_non_null(root);
-	struct fg_rewrite rw = { .cache_salt = "fg1-acme-00", .force_usage = true };
-	assert_int_equal(fg_request_rewrite(root, &rw), 0);
-	assert_string_equal(json_string_value(json_object_get(root, "cache_salt")), "fg1-acme-00");
-	assert_true(json_is_true(json_object_get(json_object_get(root, "stream_options"), "include_usage")));
-	assert_null(json_object_get(root, "priority")); /* clients never set their own */
-	/* shared tenant: no salt at all, and the engine's priority when asked */
-	rw = (struct fg_rewrite){ .cache_salt = NULL, .set_priority = true, .priority = 2 };
-	assert_int_equal(fg_request_rewrite(root, &rw), 0);
-	assert_null(json_object_get(root, "cache_salt"));
-	assert_int_equal(json_integer_value(json_object_get(root, "priority")), 2);
-	/* the rest of the body is untouched */
-	assert_string_equal(json_string_value(json_object_get(
-				    json_array_get(json_object_get(root, "messages"), 0), "content")),
-			    "x");
-	json_decref(root);
-}
-
-static void forward_body_splices_or_rewrites(void **state)
+/* Edge values the pass accepts, as a full parse did. */
+static void valid_edges_are_accepted(void **state)
 {
 	(void)state;
 	static const char *const bodies[] = {
-		/* nothing to replace: spliced, the client's bytes follow untouched */
-		"  {\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"stream\":true}",
-		/* a client salt, priority and stream_options: re-serialised */
-		"{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"stream\":true,"
-		"\"cache_salt\":\"theirs\",\"priority\":-5,\"stream_options\":{\"include_usage\":false}}",
+		"{\"messages\":[{}],\"x\":-9223372036854775808,\"y\":1e-400,\"z\":-0.5E+3}",
+		"{\"messages\":[{\"content\":\"\\ud83d\\ude00 \\\" \\\\ \\/ \xc3\xa9 \xf0\x9f\x98\x80\"}]}",
+		"\r\n\t {\"messages\":[{\"\":\"\",\"a\\u0000b\":0}]}\n",
+		"{\"messages\":[{}],\"x\":{\"y\":{\"messages\":1,\"model\":2}}}", /* nested names are not members */
 	};
-	for (size_t i = 0; i < 2; i++) {
+	for (size_t i = 0; i < sizeof(bodies) / sizeof(bodies[0]); i++) {
 		struct fg_req_info info;
-		char msg[256];
+		char msg[256] = "";
 		const char *param;
-		size_t len = 0;
-		json_t *root = parse(FG_API_CHAT, bodies[i], &info, msg, &param);
-		assert_non_null(root);
-		struct fg_rewrite rw = { .cache_salt = "fg1-a-01", .force_usage = true };
-		char *out = fg_request_forward_body(root, bodies[i], strlen(bodies[i]), &rw, &len);
-		assert_non_null(out);
-		assert_int_equal(strlen(out), len);
-		if (i == 0)
-			assert_string_equal(out, "{\"cache_salt\":\"fg1-a-01\",\"stream_options\":{\"include_usage\":true},"
-						 "\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"stream\":true}");
-		json_t *fwd = json_loads(out, JSON_REJECT_DUPLICATES, NULL);
-		assert_non_null(fwd);
-		assert_string_equal(json_string_value(json_object_get(fwd, "cache_salt")), "fg1-a-01");
-		assert_true(json_is_true(json_object_get(json_object_get(fwd, "stream_options"), "include_usage")));
-		assert_null(json_object_get(fwd, "priority"));
-		json_decref(fwd);
-		json_decref(root);
-		free(out);
+		int rc = parse(FG_API_CHAT, bodies[i], &info, msg, &param);
+		if (i == 2) { /* a NUL in a key is refused like one in a value */
+			assert_int_equal(rc, -1);
+			continue;
+		}
+		if (rc)
+			print_error("case %zu refused: %s\n", i, msg);
+		assert_int_equal(rc, 0);
 	}
+}
+
+static char *forward(const char *body, const struct fg_rewrite *rw)
+{
+	struct fg_req_info info;
+	char msg[256];
+	const char *param;
+	size_t len = 0;
+
+	assert_int_equal(parse(FG_API_CHAT, body, &info, msg, &param), 0);
+	char *out = fg_request_forward_body(&info, body, strlen(body), rw, &len);
+	assert_non_null(out);
+	assert_int_equal(strlen(out), len);
+	json_t *fwd = json_loads(out, JSON_REJECT_DUPLICATES, NULL);
+	assert_non_null(fwd); /* always one valid object */
+	json_decref(fwd);
+	return out;
+}
+
+static void forward_body_splices(void **state)
+{
+	(void)state;
+	struct fg_rewrite salted = { .cache_salt = "fg1-a-01", .force_usage = true };
+	struct fg_rewrite shared = { .set_priority = true, .priority = 2 };
+	char *out;
+
+	/* nothing to replace: the client's bytes follow untouched */
+	out = forward("  {\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"stream\":true}", &salted);
+	assert_string_equal(out, "{\"cache_salt\":\"fg1-a-01\",\"stream_options\":{\"include_usage\":true},"
+				 "\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"stream\":true}");
+	free(out);
+	/* a client's salt and priority are cut wherever they are; its other
+	 * stream_options members are carried into ours */
+	out = forward("{\"cache_salt\":\"theirs\",\"messages\":[{\"content\":\"x\"}],\"priority\":-5 ,"
+		      "\"stream\":true,\"stream_options\":{\"include_usage\":false, \"continuous_usage_stats\":true}}",
+		      &salted);
+	assert_string_equal(out, "{\"cache_salt\":\"fg1-a-01\",\"stream_options\":{\"include_usage\":true,"
+				 "\"continuous_usage_stats\":true},\"messages\":[{\"content\":\"x\"}],"
+				 "\"stream\":true}");
+	free(out);
+	/* shared tenant: no salt at all, the engine's priority, stream_options kept */
+	out = forward("{\"messages\":[{}],\"cache_salt\":\"theirs\",\"stream_options\":{\"include_usage\":false},"
+		      "\"priority\":9}", &shared);
+	assert_string_equal(out, "{\"priority\":2,\"messages\":[{}],\"stream_options\":{\"include_usage\":false}}");
+	free(out);
+	/* only members the rewrite owns: no stray comma either way */
+	out = forward("{\"messages\":[{}]}", &(struct fg_rewrite){ 0 });
+	assert_string_equal(out, "{\"messages\":[{}]}");
+	free(out);
+	out = forward("{ \"priority\":1, \"messages\":[{}] , \"cache_salt\":\"a\" }", &(struct fg_rewrite){ 0 });
+	assert_string_equal(out, "{ \"messages\":[{}] }");
+	free(out);
+	out = forward("{\"messages\":[{}],\"stream_options\":null,\"cache_salt\":\"a\"}", &salted);
+	assert_string_equal(out, "{\"cache_salt\":\"fg1-a-01\",\"stream_options\":{\"include_usage\":true},"
+				 "\"messages\":[{}]}");
+	free(out);
+	out = forward("{\"stream_options\":{\"include_usage\":true},\"messages\":[{}]}", &salted);
+	assert_string_equal(out, "{\"cache_salt\":\"fg1-a-01\",\"stream_options\":{\"include_usage\":true},"
+				 "\"messages\":[{}]}");
+	free(out);
+	/* escaped keys are the members they name */
+	out = forward("{\"messages\":[{}],\"cache_\\u0073alt\":\"x\"}", &shared);
+	assert_string_equal(out, "{\"priority\":2,\"messages\":[{}]}");
+	free(out);
 }
 
 #define USAGE_CHUNK                                                                         \
@@ -349,8 +405,8 @@ int main(void)
 		cmocka_unit_test(chat_is_measured),
 		cmocka_unit_test(completions_prompt_forms),
 		cmocka_unit_test(bad_requests_name_the_parameter),
-		cmocka_unit_test(rewrite_replaces_salt_and_forces_usage),
-		cmocka_unit_test(forward_body_splices_or_rewrites),
+		cmocka_unit_test(valid_edges_are_accepted),
+		cmocka_unit_test(forward_body_splices),
 		cmocka_unit_test(sse_hides_forced_usage_chunk),
 		cmocka_unit_test(sse_keeps_usage_when_asked),
 		cmocka_unit_test(sse_crlf_and_garbage_pass_through),
