@@ -90,7 +90,7 @@ static void print_human(const json_t *r)
 	printf("decisions: %.0f, mean %.1f us\n", num(json_object_get(r, "decisions"), "count"),
 	       num(json_object_get(r, "decisions"), "mean_us"));
 	print_scheduling(json_object_get(r, "scheduling"));
-	printf("\n%-16s %-9s %-7s %11s %11s %9s %6s %6s %15s %9s %9s %9s %10s %s\n", "TENANT", "TIER",
+	printf("\n%-16s %-12s %-7s %11s %11s %9s %6s %6s %15s %9s %9s %9s %10s %s\n", "TENANT", "TIER",
 	       "CACHE", "BUCKET", "OF", "RESERVED", "QUEUED", "INFL", "KV RESERVED/CAP", "ADMITTED",
 	       "REJECTED", "TIMEOUTS", "PEAK U/S", "DENY");
 	size_t i;
@@ -104,7 +104,7 @@ static void print_human(const json_t *r)
 				 num(t, "kv_cap_tokens"));
 		else
 			snprintf(kv, sizeof(kv), "%.0f/-", num(t, "kv_reserved_tokens"));
-		printf("%-16s %-9s %-7s %11.0f %11.0f %9.0f %6.0f %6.0f %15s %9.0f %9.0f %9.0f %10.0f %s\n",
+		printf("%-16s %-12s %-7s %11.0f %11.0f %9.0f %6.0f %6.0f %15s %9.0f %9.0f %9.0f %10.0f %s\n",
 		       str(t, "name"), str(t, "tier"), str(t, "cache"), num(t, "bucket_units"),
 		       num(t, "burst_units"), num(t, "reserved_units"), num(t, "queued"),
 		       num(t, "inflight"), kv, num(t, "admitted"), num(t, "rejected"),

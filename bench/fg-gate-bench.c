@@ -361,6 +361,7 @@ static int flood(int ifindex, const char *src, double seconds)
 
 int main(int argc, char **argv)
 {
+	struct bpf_map *map;
 	unsigned repeat = 1000000;
 	int runs = 7, json = 0, flood_if = 0;
 	const char *flood_src = NULL;
@@ -405,13 +406,8 @@ int main(int argc, char **argv)
 	skel = gate_bpf__open();
 	if (!skel)
 		return 1;
-	bpf_map__set_pin_path(skel->maps.tenants, NULL);
-	bpf_map__set_pin_path(skel->maps.tenant_stats, NULL);
-	bpf_map__set_pin_path(skel->maps.src_tenant, NULL);
-	bpf_map__set_pin_path(skel->maps.src_learned, NULL);
-	bpf_map__set_pin_path(skel->maps.node, NULL);
-	bpf_map__set_pin_path(skel->maps.node_stats, NULL);
-	bpf_map__set_pin_path(skel->maps.shed_events, NULL);
+	bpf_object__for_each_map(map, skel->obj)
+		bpf_map__set_pin_path(map, NULL);
 	if (gate_bpf__load(skel)) {
 		fprintf(stderr, "fg-gate-bench: loading gate failed (needs root)\n");
 		return 1;

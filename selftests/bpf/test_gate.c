@@ -347,6 +347,7 @@ static int reset(void **state)
 
 static int setup(void **state)
 {
+	struct bpf_map *map;
 	char err[256];
 
 	(void)state;
@@ -355,13 +356,8 @@ static int setup(void **state)
 	if (!skel)
 		return -1;
 	/* No pins: this test must not touch the node's /sys/fs/bpf/fairgate. */
-	bpf_map__set_pin_path(skel->maps.tenants, NULL);
-	bpf_map__set_pin_path(skel->maps.tenant_stats, NULL);
-	bpf_map__set_pin_path(skel->maps.src_tenant, NULL);
-	bpf_map__set_pin_path(skel->maps.src_learned, NULL);
-	bpf_map__set_pin_path(skel->maps.node, NULL);
-	bpf_map__set_pin_path(skel->maps.node_stats, NULL);
-	bpf_map__set_pin_path(skel->maps.shed_events, NULL);
+	bpf_object__for_each_map(map, skel->obj)
+		bpf_map__set_pin_path(map, NULL);
 	if (gate_bpf__load(skel)) {
 		fprintf(stderr, "gate_bpf__load failed (are you root?)\n");
 		return -1;

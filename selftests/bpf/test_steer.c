@@ -177,6 +177,7 @@ static int lo_up(void)
 
 static int setup(void **state)
 {
+	struct bpf_map *map;
 	char err[256];
 	int netns;
 
@@ -196,13 +197,8 @@ static int setup(void **state)
 	skel = steer_bpf__open();
 	if (!skel)
 		return -1;
-	bpf_map__set_pin_path(skel->maps.tenants, NULL);
-	bpf_map__set_pin_path(skel->maps.tenant_stats, NULL);
-	bpf_map__set_pin_path(skel->maps.src_tenant, NULL);
-	bpf_map__set_pin_path(skel->maps.src_learned, NULL);
-	bpf_map__set_pin_path(skel->maps.node, NULL);
-	bpf_map__set_pin_path(skel->maps.node_stats, NULL);
-	bpf_map__set_pin_path(skel->maps.shed_events, NULL);
+	bpf_object__for_each_map(map, skel->obj)
+		bpf_map__set_pin_path(map, NULL);
 	if (steer_bpf__load(skel))
 		return -1;
 	netns = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);

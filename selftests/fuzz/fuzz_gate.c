@@ -266,6 +266,7 @@ static void scene(void)
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
+	struct bpf_map *map;
 	char err[256];
 
 	(void)argc;
@@ -277,13 +278,8 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 	skel = gate_bpf__open();
 	FUZZ_CHECK(skel, "open gate skeleton");
 	/* No pins: never touch the node's /sys/fs/bpf/fairgate. */
-	bpf_map__set_pin_path(skel->maps.tenants, NULL);
-	bpf_map__set_pin_path(skel->maps.tenant_stats, NULL);
-	bpf_map__set_pin_path(skel->maps.src_tenant, NULL);
-	bpf_map__set_pin_path(skel->maps.src_learned, NULL);
-	bpf_map__set_pin_path(skel->maps.node, NULL);
-	bpf_map__set_pin_path(skel->maps.node_stats, NULL);
-	bpf_map__set_pin_path(skel->maps.shed_events, NULL);
+	bpf_object__for_each_map(map, skel->obj)
+		bpf_map__set_pin_path(map, NULL);
 	FUZZ_CHECK(!gate_bpf__load(skel), "load gate");
 	prog_fd = bpf_program__fd(skel->progs.fg_gate);
 	FUZZ_CHECK(!fg_maps_from_fds(&maps, bpf_map__fd(skel->maps.tenants),
