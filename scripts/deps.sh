@@ -6,7 +6,7 @@ set -euo pipefail
 
 BUILD_PKGS="build-essential clang llvm libbpf-dev libelf-dev zlib1g-dev bpftool
   libyaml-dev libjansson-dev libyajl-dev libssl-dev libhttp-parser-dev libcmocka-dev libclang-rt-14-dev"
-RUN_PKGS="iproute2 curl procps util-linux ethtool jq"
+RUN_PKGS="iproute2 curl procps util-linux bsdextrautils ethtool jq bc openssl"
 BENCH_PKGS="nginx-light wrk"
 
 want="$BUILD_PKGS $RUN_PKGS"
