@@ -1,14 +1,13 @@
 /* engine_scrape.c — periodic GET /metrics from the engine; see the header. */
-#include <arpa/inet.h>
 #include <errno.h>
 #include <http_parser.h>
 #include <math.h>
-#include <netinet/in.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "agent/engine_scrape.h"
+#include "policy/policy_addr.h"
 
 #define SCRAPE_MAX_BYTES (8u << 20)
 
@@ -248,17 +247,7 @@ struct fg_engine_scrape *fg_engine_scrape_start(struct fg_loop *loop, const stru
 	s->period_ns = period_ns ? period_ns : 1000000000ull;
 	s->cb = cb;
 	s->ctx = ctx;
-	struct sockaddr_in *v4 = (struct sockaddr_in *)&s->addr;
-	struct sockaddr_in6 *v6 = (struct sockaddr_in6 *)&s->addr;
-	if (inet_pton(AF_INET, engine->host, &v4->sin_addr) == 1) {
-		v4->sin_family = AF_INET;
-		v4->sin_port = htons(engine->port);
-		s->addr_len = sizeof(*v4);
-	} else if (inet_pton(AF_INET6, engine->host, &v6->sin6_addr) == 1) {
-		v6->sin6_family = AF_INET6;
-		v6->sin6_port = htons(engine->port);
-		s->addr_len = sizeof(*v6);
-	} else {
+	if (fg_hostport_sockaddr(engine, &s->addr, &s->addr_len)) {
 		free(s);
 		return NULL;
 	}

@@ -21,29 +21,6 @@
 #define ACCEPT_BATCH 64
 #define LISTEN_BACKLOG 4096
 
-/* Numeric host + port into a sockaddr; IPv6 hosts come without brackets. */
-int fg_hostport_sockaddr(const struct fg_hostport *hp, struct sockaddr_storage *ss,
-			 socklen_t *len)
-{
-	memset(ss, 0, sizeof(*ss));
-	struct sockaddr_in *in4 = (struct sockaddr_in *)ss;
-	struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)ss;
-
-	if (inet_pton(AF_INET, hp->host, &in4->sin_addr) == 1) {
-		in4->sin_family = AF_INET;
-		in4->sin_port = htons(hp->port);
-		*len = sizeof(*in4);
-		return 0;
-	}
-	if (inet_pton(AF_INET6, hp->host, &in6->sin6_addr) == 1) {
-		in6->sin6_family = AF_INET6;
-		in6->sin6_port = htons(hp->port);
-		*len = sizeof(*in6);
-		return 0;
-	}
-	return -1;
-}
-
 int fg_listen_tcp(const struct fg_hostport *hp, char *err, size_t errlen, const char *what)
 {
 	struct sockaddr_storage ss;

@@ -24,6 +24,7 @@
 #include "agent/http_sse.h"
 #include "agent/metrics.h"
 #include "agent/quota.h"
+#include "policy/policy_addr.h"
 #include "policy/gateway.h"
 
 #define FG_MAX_HEADERS 100
@@ -205,8 +206,6 @@ struct fg_proxy {
 };
 
 /* proxy.c */
-int fg_hostport_sockaddr(const struct fg_hostport *hp, struct sockaddr_storage *ss,
-			 socklen_t *len);
 /* A non-blocking listening socket; -1 with err naming `what`. */
 int fg_listen_tcp(const struct fg_hostport *hp, char *err, size_t errlen, const char *what);
 /* proxy_transparent.c: transparent mode's listener (agent.listen, or an

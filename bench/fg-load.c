@@ -837,7 +837,7 @@ static int parse_target(const char *arg)
 		fprintf(stderr, "fg-load: --target %s: %s\n", arg, why);
 		return -1;
 	}
-	if (sim_cli_sockaddr(hp.host, hp.port, &cfg.addr, &cfg.addrlen))
+	if (fg_hostport_sockaddr(&hp, &cfg.addr, &cfg.addrlen))
 		return -1;
 	snprintf(cfg.host_header, sizeof(cfg.host_header), cfg.addr.ss_family == AF_INET6 ?
 		 "[%s]:%u" : "%s:%u", hp.host, hp.port);

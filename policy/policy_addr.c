@@ -169,3 +169,25 @@ void fg_cidr_format(const struct fg_cidr *c, char *buf, size_t len)
 		snprintf(host, sizeof(host), "?");
 	snprintf(buf, len, "%s/%u", host, c->prefixlen);
 }
+
+int fg_sockaddr_numeric(const char *host, uint16_t port, struct sockaddr_storage *ss,
+			socklen_t *len)
+{
+	struct sockaddr_in *in4 = (struct sockaddr_in *)ss;
+	struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)ss;
+
+	memset(ss, 0, sizeof(*ss));
+	if (inet_pton(AF_INET, host, &in4->sin_addr) == 1) {
+		in4->sin_family = AF_INET;
+		in4->sin_port = htons(port);
+		*len = sizeof(*in4);
+		return 0;
+	}
+	if (inet_pton(AF_INET6, host, &in6->sin6_addr) == 1) {
+		in6->sin6_family = AF_INET6;
+		in6->sin6_port = htons(port);
+		*len = sizeof(*in6);
+		return 0;
+	}
+	return -1;
+}

@@ -11,6 +11,8 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
 #include "policy.h"
 
 #define FG_CIDR_STRLEN 50  /* "ffff:...:ffff/128" + NUL */
@@ -24,5 +26,16 @@ bool fg_cidr_contains(const struct fg_cidr *outer, const struct fg_cidr *inner);
 /* Either contains the other (prefixes overlap iff one contains the other). */
 bool fg_cidr_overlap(const struct fg_cidr *a, const struct fg_cidr *b);
 void fg_cidr_format(const struct fg_cidr *c, char *buf, size_t len);
+
+/* A numeric IPv4/IPv6 host (no brackets) and a port as a sockaddr; -1 if the
+ * host is not numeric. The one conversion the agent, the simulator and the
+ * load generator share. */
+int fg_sockaddr_numeric(const char *host, uint16_t port, struct sockaddr_storage *ss,
+			socklen_t *len);
+static inline int fg_hostport_sockaddr(const struct fg_hostport *hp, struct sockaddr_storage *ss,
+				       socklen_t *len)
+{
+	return fg_sockaddr_numeric(hp->host, hp->port, ss, len);
+}
 
 #endif

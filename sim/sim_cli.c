@@ -1,8 +1,6 @@
 /* sim_cli.c — command-line addresses and limits; see sim_cli.h. */
 #include "sim_cli.h"
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/resource.h>
@@ -25,28 +23,6 @@ int sim_cli_parse_addr(const char *arg, bool allow_port0, struct fg_hostport *ou
 		return 0;
 	}
 	return fg_parse_hostport(arg, out, why, whylen);
-}
-
-int sim_cli_sockaddr(const char *host, uint16_t port, struct sockaddr_storage *ss,
-		     socklen_t *len)
-{
-	struct sockaddr_in *in4 = (struct sockaddr_in *)ss;
-	struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)ss;
-
-	memset(ss, 0, sizeof(*ss));
-	if (inet_pton(AF_INET, host, &in4->sin_addr) == 1) {
-		in4->sin_family = AF_INET;
-		in4->sin_port = htons(port);
-		*len = sizeof(*in4);
-		return 0;
-	}
-	if (inet_pton(AF_INET6, host, &in6->sin6_addr) == 1) {
-		in6->sin6_family = AF_INET6;
-		in6->sin6_port = htons(port);
-		*len = sizeof(*in6);
-		return 0;
-	}
-	return -1;
 }
 
 void sim_cli_raise_fd_limit(void)

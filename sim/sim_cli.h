@@ -2,7 +2,8 @@
  *
  * Addresses (--listen, --target): "HOST:PORT" or "[IPV6]:PORT", numeric
  * only, read by the policy's own parser (policy/policy_addr.h) so that every
- * fairgate tool reads an address the same way, and turned into a sockaddr.
+ * fairgate tool reads an address the same way (fg_hostport_sockaddr turns
+ * one into a sockaddr).
  */
 #ifndef FAIRGATE_SIM_CLI_H
 #define FAIRGATE_SIM_CLI_H
@@ -12,14 +13,11 @@
 #include <stdint.h>
 #include <sys/socket.h>
 
-#include "policy/policy.h"
+#include "policy/policy_addr.h"
 
 /* 0, or -1 with a reason in why. Port 0 (any free port) only if allowed. */
 int sim_cli_parse_addr(const char *arg, bool allow_port0, struct fg_hostport *out, char *why,
 		       size_t whylen);
-/* A numeric IPv4/IPv6 host and a port as a sockaddr; -1 if not numeric. */
-int sim_cli_sockaddr(const char *host, uint16_t port, struct sockaddr_storage *ss,
-		     socklen_t *len);
 
 /* Hundreds of connections need more descriptors than the usual soft limit:
  * raise it to the hard one. */

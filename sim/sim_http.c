@@ -512,7 +512,7 @@ struct sim_http_server *sim_http_listen(struct fg_loop *loop, const char *host, 
 	struct sockaddr_storage ss;
 	socklen_t sl;
 
-	if (sim_cli_sockaddr(host, port, &ss, &sl)) {
+	if (fg_sockaddr_numeric(host, port, &ss, &sl)) {
 		snprintf(errbuf, errlen, "listen address '%s' is not a numeric IPv4/IPv6 address",
 			 host);
 		return NULL;
