@@ -79,9 +79,9 @@ static struct src_cache_entry src_cache[FG_SRC_CACHE_SLOTS];
  * seconds and an allowance of a few SYNs per second do not notice. */
 static __u64 clock_jiffies, clock_ns;
 
-static __always_inline __u64 coarse_now(void)
+static __always_inline __u64 coarse_now(__u64 j)
 {
-	__u64 j = bpf_jiffies64(), now;
+	__u64 now;
 
 	if (READ_ONCE(clock_jiffies) == j)
 		return READ_ONCE(clock_ns);
@@ -434,7 +434,7 @@ static __noinline int attribute_slow(const struct fg_src_key *src, struct src_ca
  * current answer, else from the maps. Every read of the slot is volatile,
  * so they happen in program order between the two reads of seq. */
 static __always_inline int attribute(const struct syn_info *s, const struct fg_node_state *n,
-				     struct fg_node_counters *nc)
+				     struct fg_node_counters *nc, __u64 jiffies)
 {
 	const __u64 *a = (const __u64 *)s->src.addr;
 	__u32 gen = READ_ONCE(n->attr_gen);
@@ -444,7 +444,7 @@ static __always_inline int attribute(const struct syn_info *s, const struct fg_n
 
 	if (READ_ONCE(e->gen) == gen && READ_ONCE(e->addr[0]) == a[0] &&
 	    READ_ONCE(e->addr[1]) == a[1]) {
-		__u32 answer = READ_ONCE(e->answer), age = (__u32)bpf_jiffies64() - READ_ONCE(e->filled);
+		__u32 answer = READ_ONCE(e->answer), age = (__u32)jiffies - READ_ONCE(e->filled);
 
 		/* Unchanged and even (no writer); gen 0 = nothing cached. */
 		if (READ_ONCE(e->seq) == (seq & ~1u) && gen && age < CACHE_TTL_TICKS) {
@@ -465,7 +465,7 @@ int fg_gate(struct xdp_md *ctx)
 	struct fg_node_state *n;
 	struct syn_info s;
 	__u32 zero = 0, tid, verdict = FG_VERDICT_ALLOW, overload = 0;
-	__u64 now, until;
+	__u64 now, until, jiffies;
 	int id;
 
 	switch (parse_syn(ctx, &s, 0)) {
@@ -488,7 +488,8 @@ int fg_gate(struct xdp_md *ctx)
 		return XDP_PASS;
 	nc->syn_judged++;
 
-	id = attribute(&s, n, nc);
+	jiffies = bpf_jiffies64();
+	id = attribute(&s, n, nc, jiffies);
 	if (id < 0) {
 		nc->unattributed++;
 		return XDP_PASS;
@@ -510,7 +511,7 @@ int fg_gate(struct xdp_md *ctx)
 
 	/* Tick resolution is plenty here; on this kvm-clock guest
 	 * bpf_ktime_get_ns() cost ~23 ns (fg-gate-bench). */
-	now = coarse_now();
+	now = coarse_now(jiffies);
 	if (until > now)
 		verdict = READ_ONCE(t->verdict);
 	if (verdict != FG_VERDICT_DELAY && verdict != FG_VERDICT_SHED) {
