@@ -116,6 +116,17 @@ static char *hostport(const struct fg_hostport *hp, char *buf, size_t len)
 	return buf;
 }
 
+/* Where the proxy really listens: transparent mode without agent.listen
+ * picks an ephemeral port, which the policy cannot say. */
+static const char *listen_desc(const struct fg_proxy *px, const struct fg_agent *a, char *buf,
+			       size_t len)
+{
+	if (px->listen_fd < 0)
+		return hostport(&a->listen, buf, len);
+	fg_proxy_listen_desc(px->listen_fd, buf, len);
+	return buf;
+}
+
 static json_t *cmd_status(struct fg_agent_state *st, json_t *req, char *err, size_t errlen)
 {
 	struct fg_proxy *px = st->proxy;
@@ -140,7 +151,7 @@ static json_t *cmd_status(struct fg_agent_state *st, json_t *req, char *err, siz
 	json_t *r = json_pack("{s:s, s:s, s:s, s:s, s:b, s:f, s:i, s:i, s:i, s:i, s:{s:I, s:I, s:I, s:I, s:I},"
 			 " s:{s:I, s:f}, s:o, s:o}",
 			 "mode", a->mode == FG_MODE_TRANSPARENT ? "transparent" : "front",
-			 "listen", hostport(&a->listen, l, sizeof(l)),
+			 "listen", listen_desc(px, a, l, sizeof(l)),
 			 "engine", hostport(&a->engine, e, sizeof(e)),
 			 "metrics_listen", hostport(&a->metrics_listen, m, sizeof(m)),
 			 "kernel_enforcement", st->kernel != NULL,

@@ -145,6 +145,7 @@ start_agent "$TMP/open.yaml" || exit 1
 check "steer attached, fail-open" grep -q "steer attached.*fail-open" "$TMP/agent.1.log"
 APORT=$(sed -nE 's/.*proxy on \[::\]:([0-9]+) \(transparent mode\).*/\1/p' "$TMP/agent.1.log")
 check "the agent listens on a port of its own choosing (${APORT:-none})" test -n "$APORT"
+expect_eq "fairgatectl status names that port, not the policy's" "$("$CTLBIN" status --json | jq -r .listen)" "[::]:${APORT:-none}"
 expect_eq "a client's connection to node:8000 reaches the agent" "$(who $ACME_B)" agent
 expect_eq "over the gated interface too" "$(who $GLOBEX_A $NODE_A)" agent
 expect_eq "over IPv6 (the engine has no IPv6 socket at all)" "$(who $ACME_B6 $NODE_B6)" agent
