@@ -100,6 +100,8 @@ static double v_peak(struct fg_gateway *gw, struct fg_tenant_rt *t, uint64_t now
 { (void)now; return gw->peaks.peak[t->id]; }
 static double v_long(struct fg_gateway *gw, struct fg_tenant_rt *t, uint64_t now)
 { (void)gw; (void)now; return (double)t->long_context; }
+static double v_clamped(struct fg_gateway *gw, struct fg_tenant_rt *t, uint64_t now)
+{ (void)now; return (double)gwt(gw, t)->usage_clamped; }
 
 static void per_tenant(struct fg_buf *o, struct fg_proxy *px, const char *name, const char *type,
 		       const char *text, tenant_value fn, uint64_t now)
@@ -163,6 +165,10 @@ char *fg_metrics_render(struct fg_proxy *px, size_t *len)
 		   "Highest units/s billed in one peak window (agent.peak_window_s).", v_peak, now);
 	per_tenant(&o, px, "fairgate_tenant_long_context_requests_total", "counter",
 		   "Requests sent to the long-context pool.", v_long, now);
+	per_tenant(&o, px, "fairgate_tenant_usage_clamped_total", "counter",
+		   "Settlements where the engine reported more prompt tokens than the tier's max_context "
+		   "(billed at the cap: an engine miscount is not the tenant's debt).",
+		   v_clamped, now);
 
 	help(&o, "fairgate_requests_total", "counter", "Requests by tenant and outcome.");
 	for (uint32_t i = 0; i < px->quota.n; i++) {

@@ -72,6 +72,8 @@ check "metrics: alpha billed units > 0" float_le 1 "$(metric 'fairgate_tenant_un
 check "metrics: decision latency histogram filled" \
 	float_le 9 "$(metric 'fairgate_decision_seconds_count')"
 expect_eq "metrics: 401s counted" "$(metric fairgate_unauthenticated_total)" 4
+expect_eq "metrics: no usage clamped (the simulator counts truthfully)" \
+	"$(metric 'fairgate_tenant_usage_clamped_total{tenant="alpha"}')" 0
 check "status: human form names the tenants" bash -c "'$FG_BUILD/fairgatectl' status --ctl '$PX_TMP/ctl.sock' | grep -q '^gamma '"
 expect_eq "status: kernel enforcement reported off" "$(pctl status --json | jq -r .kernel_enforcement)" false
 check "agent said once that kernel enforcement is off" \
