@@ -275,10 +275,11 @@ static __always_inline __u64 csum_u64(__u64 w)
 
 /* Shed: rewrite the SYN in place into the RST+ACK the kernel would have
  * sent for a closed port (RFC 9293 3.10.7.1: SEQ=0, ACK=SEG.SEQ+SEG.LEN,
- * RST|ACK), trim its options and payload, and bounce it out of the same
- * interface. A SYN with IPv4 options or IPv6 extension headers is dropped
- * instead: an RST must not echo them, and rebuilding the frame without
- * them is not worth the code for SYNs no ordinary client sends. */
+ * RST|ACK), trim everything an RST does not carry (TCP options and data,
+ * IPv4 options, IPv6 extension headers) and bounce it out of the same
+ * interface. The TCP header is rebuilt from values read before the trim,
+ * right behind a fixed-size IP header, so a SYN with IP options or
+ * extension headers gets the same plain RST as any other. */
 static __noinline int refuse(struct xdp_md *ctx, const struct syn_info *s,
 			     struct fg_node_counters *nc)
 {
@@ -286,28 +287,52 @@ static __noinline int refuse(struct xdp_md *ctx, const struct syn_info *s,
 	void *data_end = (void *)(long)ctx->data_end;
 	/* Masks, not just comparisons, so the verifier keeps the bounds
 	 * whatever order the compiler emits; they never change a real offset
-	 * (l3 ≤ 22, l4 ≤ 62 on this path) and the checks catch anything else. */
-	__u32 l3 = s->l3_off & 0x3f, l4 = s->l4_off & 0x7f, seg_len, ports;
-	int new_len = (int)l4 + (int)sizeof(struct tcphdr);
+	 * (l3 ≤ 22; parse_syn stops IPv6 extension chains near 1 KiB) and
+	 * the checks catch anything else. */
+	__u32 l3 = s->l3_off & 0x3f, l4 = s->l4_off & 0x7ff, rst_l4, seg_len, ports, seq, l4_len;
 	struct tcphdr *tcp;
 	__u64 sum;
 
-	if (s->l4_off != s->l3_off + (s->ipv6 ? sizeof(struct ipv6hdr) : sizeof(struct iphdr))) {
+	if (l3 != s->l3_off || l4 != s->l4_off)
+		return XDP_DROP;
+	rst_l4 = l3 + (s->ipv6 ? sizeof(struct ipv6hdr) : sizeof(struct iphdr));
+	tcp = data + l4;
+	if ((void *)(tcp + 1) > data_end)
+		return XDP_DROP;
+	ports = *(__u32 *)tcp;
+	seq = tcp->seq;
+	seg_len = 1 /* SYN */ + tcp->fin - tcp->doff * 4;
+	if (s->ipv6) {
+		struct ipv6hdr *ip6 = data + l3;
+
+		if ((void *)(ip6 + 1) > data_end)
+			return XDP_DROP;
+		/* The payload length counts the extension headers too. */
+		l4_len = bpf_ntohs(ip6->payload_len) - (l4 - rst_l4);
+	} else {
+		struct iphdr *ip = data + l3;
+
+		if ((void *)(ip + 1) > data_end)
+			return XDP_DROP;
+		l4_len = bpf_ntohs(ip->tot_len) - (l4 - l3);
+	}
+	seg_len += l4_len;
+
+	/* From here the SYN's TCP header may be gone: only registers. */
+	if ((long)(rst_l4 + sizeof(*tcp)) < (long)(data_end - data) &&
+	    bpf_xdp_adjust_tail(ctx, (int)(rst_l4 + sizeof(*tcp)) - (int)(data_end - data))) {
 		nc->rst_fallback_drop++;
 		return XDP_DROP;
 	}
-	if (l3 != s->l3_off || l4 != s->l4_off)
-		return XDP_DROP;
-	nc->rst_sent++;
-	if (new_len < (int)(data_end - data) &&
-	    bpf_xdp_adjust_tail(ctx, new_len - (int)(data_end - data)))
-		return XDP_DROP;
-	/* Trimming kept every header byte but moved the pointers. */
 	data = (void *)(long)ctx->data;
 	data_end = (void *)(long)ctx->data_end;
-	tcp = data + l4;
-	if ((void *)(tcp + 1) > data_end || data + ETH_HLEN > data_end)
+	rst_l4 &= 0x7f;
+	tcp = data + rst_l4;
+	if ((void *)(tcp + 1) > data_end || data + ETH_HLEN > data_end) {
+		nc->rst_fallback_drop++;
 		return XDP_DROP;
+	}
+	nc->rst_sent++;
 
 	/* Swap the MACs: dst is bytes 0-5, src 6-11. */
 	{
@@ -320,14 +345,12 @@ static __noinline int refuse(struct xdp_md *ctx, const struct syn_info *s,
 		*(__u16 *)(data + 10) = d45;
 	}
 
-	seg_len = 1 /* SYN */ + (tcp->fin ? 1 : 0) - tcp->doff * 4;
 	if (s->ipv6) {
 		struct ipv6hdr *ip6 = data + l3;
 		__u64 a0, a1, b0, b1;
 
 		if ((void *)(ip6 + 1) > data_end)
 			return XDP_DROP;
-		seg_len += bpf_ntohs(ip6->payload_len);
 		a0 = *(__u64 *)&ip6->saddr;
 		a1 = *((__u64 *)&ip6->saddr + 1);
 		b0 = *(__u64 *)&ip6->daddr;
@@ -342,11 +365,12 @@ static __noinline int refuse(struct xdp_md *ctx, const struct syn_info *s,
 		sum = csum_u64(a0) + csum_u64(a1) + csum_u64(b0) + csum_u64(b1);
 	} else {
 		struct iphdr *ip = data + l3;
-		__u32 a = ip->saddr, b = ip->daddr;
+		__u32 a, b;
 
 		if ((void *)(ip + 1) > data_end)
 			return XDP_DROP;
-		seg_len += bpf_ntohs(ip->tot_len) - sizeof(*ip);
+		a = ip->saddr;
+		b = ip->daddr;
 		/* version 4, ihl 5, tos 0, tot_len 40 | id 0, DF | ttl, TCP */
 		*(__u32 *)ip = bpf_htonl(0x45000000 | 40);
 		*((__u32 *)ip + 1) = bpf_htonl(IP_DF);
@@ -361,10 +385,9 @@ static __noinline int refuse(struct xdp_md *ctx, const struct syn_info *s,
 
 	/* Ports swapped (a 16-bit rotation of the first word), SEQ 0, ACK,
 	 * doff 5 with RST|ACK, window, checksum and urgent pointer 0. */
-	ports = *(__u32 *)tcp;
 	*(__u32 *)tcp = ports >> 16 | ports << 16;
-	tcp->ack_seq = bpf_htonl(bpf_ntohl(tcp->seq) + seg_len);
 	tcp->seq = 0;
+	tcp->ack_seq = bpf_htonl(bpf_ntohl(seq) + seg_len);
 	*((__u32 *)tcp + 3) = bpf_htonl(0x50140000);
 	*((__u32 *)tcp + 4) = 0;
 	sum += (__u64)ports + tcp->ack_seq + bpf_htonl(0x50140000);

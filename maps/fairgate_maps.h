@@ -152,7 +152,7 @@ struct fg_node_counters {
 	__u64 shared_source;      /* of those: learned source shared by tenants */
 	__u64 not_judged;         /* malformed IP/TCP headers and fragments */
 	__u64 rst_sent;
-	__u64 rst_fallback_drop;  /* shed SYN with IP options / ext headers: dropped */
+	__u64 rst_fallback_drop;  /* shed SYN whose RST could not be built: dropped */
 	__u64 steered;            /* sk_lookup: handed to the agent */
 	__u64 steer_exempt;       /* sk_lookup: agent's own upstream connection */
 	__u64 steer_no_listener;  /* sk_lookup: no agent socket, fell through */

@@ -68,7 +68,7 @@ static uint16_t fold(uint32_t sum)
 /* What the reference learned from a frame it judges. */
 struct syn {
 	size_t l3, l4;          /* offsets of the IP and TCP headers */
-	bool v6, extra;         /* IPv4 options / IPv6 extension headers */
+	bool v6;
 	uint8_t src[16];        /* IPv4 as ::ffff:a.b.c.d, like the maps */
 	uint32_t seg_len;       /* payload + SYN + FIN */
 };
@@ -96,7 +96,6 @@ static bool parse(const uint8_t *f, size_t len, struct syn *s)
 		size_t ihl = (size_t)(f[o] & 15) * 4, total = be16(f + o + 2);
 		if (total < ihl || total > len - o)
 			return false;
-		s->extra = ihl > 20;
 		s->src[10] = s->src[11] = 0xff;
 		memcpy(s->src + 12, f + o + 12, 4);
 		s->l4 = o + ihl;
@@ -120,7 +119,6 @@ static bool parse(const uint8_t *f, size_t len, struct syn *s)
 		if (next != 6 || payload < at - o - 40)
 			return false;
 		s->v6 = true;
-		s->extra = at != o + 40;
 		memcpy(s->src, f + o + 8, 16);
 		s->l4 = at;
 		l4_len = payload - (at - o - 40);
@@ -158,8 +156,8 @@ static int reference(const uint8_t *f, size_t len, struct syn *s)
 	if (!parse(f, len, s))
 		return XDP_PASS;
 	switch (tenant_of(s->src)) {
-	case ACME: /* shed: an RST, unless options would have to be echoed */
-		return s->extra ? XDP_DROP : XDP_TX;
+	case ACME: /* shed: an RST, without any IP options / extension headers */
+		return XDP_TX;
 	case BETA: /* delay */
 		return XDP_DROP;
 	default:
