@@ -26,32 +26,39 @@ int fg_buf_reserve(struct fg_buf *b, size_t more)
 	return 0;
 }
 
-int fg_buf_append(struct fg_buf *b, const void *p, size_t n)
-{
-	if (!n)
-		return 0;
-	if (fg_buf_reserve(b, n))
-		return -1;
-	memcpy(b->data + b->len, p, n);
-	b->len += n;
-	return 0;
-}
-
 int fg_buf_printf(struct fg_buf *b, const char *fmt, ...)
 {
 	va_list ap;
+	size_t room = b->cap - b->len;
 	int n;
 
+	/* one pass when it fits (the usual case), a second after growing */
 	va_start(ap, fmt);
-	n = vsnprintf(NULL, 0, fmt, ap);
+	n = vsnprintf(room ? b->data + b->len : NULL, room, fmt, ap);
 	va_end(ap);
-	if (n < 0 || fg_buf_reserve(b, (size_t)n + 1))
+	if (n < 0)
 		return -1;
-	va_start(ap, fmt);
-	vsnprintf(b->data + b->len, (size_t)n + 1, fmt, ap);
-	va_end(ap);
+	if ((size_t)n >= room) {
+		if (fg_buf_reserve(b, (size_t)n + 1))
+			return -1;
+		va_start(ap, fmt);
+		vsnprintf(b->data + b->len, (size_t)n + 1, fmt, ap);
+		va_end(ap);
+	}
 	b->len += (size_t)n;
 	return 0;
+}
+
+int fg_buf_append_uint(struct fg_buf *b, uint64_t v, unsigned base)
+{
+	static const char digits[] = "0123456789abcdef";
+	char tmp[24], *p = tmp + sizeof(tmp);
+
+	do {
+		*--p = digits[v % base];
+		v /= base;
+	} while (v);
+	return fg_buf_append(b, p, (size_t)(tmp + sizeof(tmp) - p));
 }
 
 void fg_buf_consume(struct fg_buf *b, size_t n)

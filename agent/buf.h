@@ -8,6 +8,8 @@
 
 #include <stdarg.h>
 #include <stddef.h>
+#include <stdint.h>
+#include <string.h>
 
 struct fg_buf {
 	char *data;
@@ -20,8 +22,23 @@ static inline char *fg_buf_head(const struct fg_buf *b) { return b->data ? b->da
 
 /* Make room for `more` bytes after len; 0 or -1 (out of memory). */
 int fg_buf_reserve(struct fg_buf *b, size_t more);
-int fg_buf_append(struct fg_buf *b, const void *p, size_t n);
+static inline int fg_buf_append(struct fg_buf *b, const void *p, size_t n)
+{
+	if (b->cap - b->len < n && fg_buf_reserve(b, n))
+		return -1;
+	if (n)
+		memcpy(b->data + b->len, p, n);
+	b->len += n;
+	return 0;
+}
 int fg_buf_printf(struct fg_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* v in base 10 or 16 (lowercase), without printf's cost on the request path */
+int fg_buf_append_uint(struct fg_buf *b, uint64_t v, unsigned base);
+/* a string literal or other C string */
+static inline int fg_buf_append_str(struct fg_buf *b, const char *s)
+{
+	return fg_buf_append(b, s, strlen(s));
+}
 void fg_buf_consume(struct fg_buf *b, size_t n);
 void fg_buf_reset(struct fg_buf *b);
 void fg_buf_free(struct fg_buf *b);

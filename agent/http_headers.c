@@ -42,13 +42,6 @@ int fg_hdrs_on_value(struct fg_hdrs *h, const char *at, size_t len)
 	return fg_buf_append(&h->raw, at, len);
 }
 
-bool fg_hdr_is(const struct fg_hdrs *h, uint32_t i, const char *name)
-{
-	size_t n = strlen(name);
-
-	return h->h[i].name_len == n && !strncasecmp(h->raw.data + h->h[i].name, name, n);
-}
-
 const char *fg_hdr_value(const struct fg_hdrs *h, uint32_t i, size_t *len)
 {
 	*len = h->h[i].value_len;
@@ -57,23 +50,40 @@ const char *fg_hdr_value(const struct fg_hdrs *h, uint32_t i, size_t *len)
 
 const char *fg_hdrs_get(const struct fg_hdrs *h, const char *name, size_t *len)
 {
+	size_t n = strlen(name);
+
 	for (uint32_t i = 0; i < h->n; i++)
-		if (fg_hdr_is(h, i, name))
+		if (h->h[i].name_len == n && !strncasecmp(h->raw.data + h->h[i].name, name, n))
 			return fg_hdr_value(h, i, len);
 	return NULL;
 }
 
 /* RFC 9110 7.6.1: connection-specific fields are not forwarded. Content-
- * Length and Expect are also dropped: the proxy frames each hop itself. */
+ * Length and Expect are also dropped: the proxy frames each hop itself.
+ * Every header of every request and response passes here: the length
+ * picks the one or two names worth comparing. */
 bool fg_hop_by_hop(const struct fg_hdrs *h, uint32_t i)
 {
-	static const char *const names[] = {
-		"connection", "keep-alive", "proxy-connection", "proxy-authenticate",
-		"proxy-authorization", "te", "trailer", "transfer-encoding", "upgrade",
-		"content-length", "expect",
-	};
-	for (size_t k = 0; k < sizeof(names) / sizeof(names[0]); k++)
-		if (fg_hdr_is(h, i, names[k]))
-			return true;
-	return false;
+	switch (h->h[i].name_len) {
+	case 2:
+		return fg_hdr_is(h, i, "te");
+	case 6:
+		return fg_hdr_is(h, i, "expect");
+	case 7:
+		return fg_hdr_is(h, i, "trailer") || fg_hdr_is(h, i, "upgrade");
+	case 10:
+		return fg_hdr_is(h, i, "connection") || fg_hdr_is(h, i, "keep-alive");
+	case 14:
+		return fg_hdr_is(h, i, "content-length");
+	case 16:
+		return fg_hdr_is(h, i, "proxy-connection");
+	case 17:
+		return fg_hdr_is(h, i, "transfer-encoding");
+	case 18:
+		return fg_hdr_is(h, i, "proxy-authenticate");
+	case 19:
+		return fg_hdr_is(h, i, "proxy-authorization");
+	default:
+		return false;
+	}
 }

@@ -1,7 +1,11 @@
 /* http_sse.c — event-by-event SSE relay with usage extraction; see
  * http_sse.h. */
+#include <errno.h>
 #include <jansson.h>
+#include <math.h>
+#include <stdlib.h>
 #include <string.h>
+#include <yajl/yajl_parse.h>
 #include "agent/http_sse.h"
 
 void fg_sse_init(struct fg_sse *s, bool hide_usage_chunk)
@@ -39,6 +43,206 @@ bool fg_usage_from_json(const json_t *obj, struct fg_usage *u)
 	       num(usage, "completion_tokens", &u->completion_tokens) &&
 	       num(json_object_get(usage, "prompt_tokens_details"), "cached_tokens",
 		   &u->cached_tokens);
+}
+
+/* ---- a usage object, streamed (every non-stream answer is settled on one) ----
+ *
+ * jansson builds a tree one character at a time: for the ~100 bytes of a
+ * usage object that was the request path's largest cost. yajl reads the same
+ * object with no tree, and this reader applies fg_usage_from_json's rules
+ * (numbers count, anything else reads 0, the last duplicate key wins).
+ * Where yajl is laxer than jansson (escapes: \u0000, lone surrogates; \v
+ * and \f as blanks; integers beyond 64 bits; very deep nesting) it does not
+ * guess: it answers "not sure" and the caller parses with jansson. */
+
+enum usage_key { UK_OTHER, UK_PROMPT, UK_COMPLETION, UK_DETAILS, UK_CACHED };
+
+struct usage_scan {
+	int depth;              /* containers open; the usage object's members sit at 1 */
+	enum usage_key key1;    /* the member of usage being read */
+	enum usage_key key2;    /* the member of prompt_tokens_details being read */
+	bool in_details;        /* inside the prompt_tokens_details object */
+	bool unsure, done;
+	double prompt, completion, cached;
+};
+
+#define USAGE_MAX_DEPTH 64
+
+static enum usage_key usage_key_of(const unsigned char *k, size_t n)
+{
+#define IS(lit) (n == sizeof(lit) - 1 && !memcmp(k, lit, n))
+	if (IS("prompt_tokens"))
+		return UK_PROMPT;
+	if (IS("completion_tokens"))
+		return UK_COMPLETION;
+	if (IS("prompt_tokens_details"))
+		return UK_DETAILS;
+	if (IS("cached_tokens"))
+		return UK_CACHED;
+	return UK_OTHER;
+#undef IS
+}
+
+/* A value at the current depth: `num` is its number, or NULL for anything
+ * else (which counts as 0). Returns 0 to stop yajl. */
+static int usage_value(struct usage_scan *s, const double *num)
+{
+	double v = num ? *num : 0;
+
+	if (s->depth == 0) {
+		s->unsure = true; /* not an object: jansson's fallback decides */
+		return 0;
+	}
+	if (s->depth == 1) {
+		if (s->key1 == UK_PROMPT)
+			s->prompt = v;
+		else if (s->key1 == UK_COMPLETION)
+			s->completion = v;
+		else if (s->key1 == UK_DETAILS)
+			s->cached = 0; /* a later duplicate replaces the earlier object */
+	} else if (s->depth == 2 && s->in_details && s->key2 == UK_CACHED) {
+		s->cached = v;
+	}
+	return 1;
+}
+
+static int u_null(void *ctx)
+{
+	return usage_value(ctx, NULL);
+}
+
+static int u_boolean(void *ctx, int b)
+{
+	(void)b;
+	return usage_value(ctx, NULL);
+}
+
+static int u_number(void *ctx, const char *p, size_t n)
+{
+	struct usage_scan *s = ctx;
+	char tmp[64], *end;
+	bool real = memchr(p, '.', n) || memchr(p, 'e', n) || memchr(p, 'E', n);
+	double v;
+
+	if (n >= sizeof(tmp)) {
+		s->unsure = true;
+		return 0;
+	}
+	memcpy(tmp, p, n);
+	tmp[n] = 0;
+	errno = 0;
+	if (real) {
+		v = strtod(tmp, &end);
+		/* jansson refuses an overflowing real; an underflow reads ~0 */
+		if (errno == ERANGE && (v == HUGE_VAL || v == -HUGE_VAL))
+			s->unsure = true;
+	} else {
+		long long i = strtoll(tmp, &end, 10);
+		if (errno == ERANGE)
+			s->unsure = true; /* jansson: "too big integer" */
+		v = (double)i;
+	}
+	if (s->unsure || *end)
+		return s->unsure = true, 0;
+	return usage_value(s, &v);
+}
+
+static int u_string(void *ctx, const unsigned char *p, size_t n)
+{
+	(void)p;
+	(void)n;
+	return usage_value(ctx, NULL);
+}
+
+static int u_key(void *ctx, const unsigned char *k, size_t n)
+{
+	struct usage_scan *s = ctx;
+
+	if (s->depth == 1)
+		s->key1 = usage_key_of(k, n);
+	else if (s->depth == 2)
+		s->key2 = usage_key_of(k, n);
+	return 1;
+}
+
+static int u_open(struct usage_scan *s)
+{
+	if (s->depth > 0 && !usage_value(s, NULL))
+		return 0;
+	if (++s->depth > USAGE_MAX_DEPTH)
+		return s->unsure = true, 0;
+	return 1;
+}
+
+static int u_start_map(void *ctx)
+{
+	struct usage_scan *s = ctx;
+	bool details = s->depth == 1 && s->key1 == UK_DETAILS;
+
+	if (!u_open(s))
+		return 0;
+	if (details) {
+		s->in_details = true;
+		s->key2 = UK_OTHER;
+	}
+	return 1;
+}
+
+static int u_start_array(void *ctx)
+{
+	struct usage_scan *s = ctx;
+
+	if (s->depth == 0) {
+		s->unsure = true;
+		return 0;
+	}
+	return u_open(s);
+}
+
+static int u_close(void *ctx)
+{
+	struct usage_scan *s = ctx;
+
+	if (--s->depth == 1)
+		s->in_details = false;
+	if (s->depth == 0) {
+		s->done = true;
+		return 0; /* the object is complete: whatever follows is not ours */
+	}
+	return 1;
+}
+
+static const yajl_callbacks usage_callbacks = {
+	.yajl_null = u_null,
+	.yajl_boolean = u_boolean,
+	.yajl_number = u_number,
+	.yajl_string = u_string,
+	.yajl_start_map = u_start_map,
+	.yajl_map_key = u_key,
+	.yajl_end_map = u_close,
+	.yajl_start_array = u_start_array,
+	.yajl_end_array = u_close,
+};
+
+int fg_usage_parse(const char *p, size_t n, struct fg_usage *u)
+{
+	struct usage_scan s = { 0 };
+
+	/* what yajl reads more leniently than jansson, jansson reads */
+	if (memchr(p, '\\', n) || memchr(p, '\v', n) || memchr(p, '\f', n) || memchr(p, 0, n))
+		return -1;
+	yajl_handle h = yajl_alloc(&usage_callbacks, NULL, &s);
+	if (!h)
+		return -1;
+	yajl_parse(h, (const unsigned char *)p, n);
+	yajl_free(h);
+	if (!s.done || s.unsure)
+		return -1;
+	u->prompt_tokens = s.prompt;
+	u->completion_tokens = s.completion;
+	u->cached_tokens = s.cached;
+	return s.prompt >= 0 && s.prompt <= USAGE_TOKENS_MAX && s.completion >= 0 &&
+	       s.completion <= USAGE_TOKENS_MAX && s.cached >= 0 && s.cached <= USAGE_TOKENS_MAX;
 }
 
 /* Find the end of the first event in [p, p+n): index just past the blank

@@ -35,5 +35,11 @@ int fg_sse_finish(struct fg_sse *s, struct fg_buf *out);
  * beyond any context (the engine is broken: bill from the estimate). */
 struct json_t;
 bool fg_usage_from_json(const struct json_t *obj, struct fg_usage *u);
+/* The same rules for the usage object itself, the JSON value at p (what
+ * follows it is ignored), read without building a tree: 1 = usage read,
+ * 0 = an object whose counts are unusable (fg_usage_from_json's false),
+ * -1 = not an object, malformed, or a construct where this reader and
+ * jansson could disagree: parse with jansson. */
+int fg_usage_parse(const char *p, size_t n, struct fg_usage *u);
 
 #endif

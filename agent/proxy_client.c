@@ -22,6 +22,7 @@
 
 #define READ_CHUNK (64u << 10)
 #define KEEP_BUF_CAP (256u << 10) /* larger buffers are freed between requests */
+#define KEEP_COPY_CAP (16u << 10) /* a response copy is kept only when small */
 
 static void client_cb(struct fg_loop *loop, int fd, uint32_t events, void *ctx);
 static void process_input(struct fg_client *c);
@@ -200,9 +201,9 @@ void fg_client_accept(struct fg_proxy *px, int fd, const struct sockaddr_storage
 	px->metrics.connections_total++;
 }
 
-static void buf_trim(struct fg_buf *b)
+static void buf_trim(struct fg_buf *b, size_t keep_cap)
 {
-	if (b->cap > KEEP_BUF_CAP)
+	if (b->cap > keep_cap)
 		fg_buf_free(b);
 	else
 		fg_buf_reset(b);
@@ -221,18 +222,16 @@ static void exchange_reset(struct fg_client *c)
 		fg_tenant_unref(&c->px->quota, x->tenant);
 	free(x->fwd_body);
 	fg_sse_free(&x->sse_state);
-	struct fg_hdrs hdrs = x->hdrs, rhdrs = x->rhdrs;
 	struct fg_buf body = x->body, copy = x->resp_copy;
-	fg_hdrs_reset(&hdrs);
-	fg_hdrs_reset(&rhdrs);
-	buf_trim(&hdrs.raw);
-	buf_trim(&rhdrs.raw);
-	buf_trim(&body);
-	fg_buf_free(&copy);
-	memset(x, 0, sizeof(*x));
-	x->hdrs = hdrs;
-	x->rhdrs = rhdrs;
+	fg_hdrs_reset(&x->hdrs);
+	fg_hdrs_reset(&x->rhdrs);
+	buf_trim(&x->hdrs.raw, KEEP_BUF_CAP);
+	buf_trim(&x->rhdrs.raw, KEEP_BUF_CAP);
+	buf_trim(&body, KEEP_BUF_CAP);
+	buf_trim(&copy, KEEP_COPY_CAP);
+	memset(x, 0, offsetof(struct fg_exchange, hdrs));
 	x->body = body;
+	x->resp_copy = copy;
 }
 
 void fg_client_close(struct fg_client *c)
@@ -249,6 +248,7 @@ void fg_client_close(struct fg_client *c)
 	fg_buf_free(&x->hdrs.raw);
 	fg_buf_free(&x->rhdrs.raw);
 	fg_buf_free(&x->body);
+	fg_buf_free(&x->resp_copy);
 	fg_loop_del(px->st->loop, c->fd);
 	close(c->fd);
 	fg_buf_free(&c->in);
@@ -300,6 +300,18 @@ static int flush_or_close(struct fg_client *c)
 int fg_client_flush(struct fg_client *c)
 {
 	return flush_or_close(c);
+}
+
+void fg_client_send_early(struct fg_client *c)
+{
+	if (!fg_buf_used(&c->out))
+		return;
+	ssize_t n = send(c->fd, fg_buf_head(&c->out), fg_buf_used(&c->out),
+			 MSG_NOSIGNAL | MSG_DONTWAIT);
+	if (n > 0) {
+		fg_buf_consume(&c->out, (size_t)n);
+		c->last_progress_ns = fg_now_ns();
+	}
 }
 
 /* ---- answers the proxy writes itself --------------------------------- */

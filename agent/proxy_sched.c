@@ -6,9 +6,12 @@
  *   pump      `while ((r = fg_gw_dispatch(gw, now))) send it`, run from a
  *             zero-delay timer after anything that can free room: an
  *             admission, a first token, the end of a request, a reload, an
- *             engine metrics update, the 1 s tick. Deferring to the loop
- *             keeps it out of the client and upstream callbacks that asked
- *             for it (a failed dispatch answers and may free a client).
+ *             engine metrics update, the 1 s tick. Deferring keeps it out of
+ *             the client and upstream code that asked for it (a failed
+ *             dispatch answers and may free a client). It also batches:
+ *             the engine gets the batch's requests in one burst, which
+ *             measured ~1.5% more req/s than sending each as it is admitted
+ *             (fewer cross-CPU wakeups of an engine that went idle).
  *   expiry    a timer at fg_gw_next_deadline: requests past their tier's
  *             max_queue_s get 429 + Retry-After (refunded in full), requests
  *             of a tenant removed by a reload get 403.

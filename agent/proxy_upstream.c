@@ -189,16 +189,25 @@ static struct fg_upstream *connect_new(struct fg_proxy *px, struct fg_pool *pool
 /* Usage of a JSON response body. Parsing only the top-level "usage" member
  * (the last unescaped `"usage":` — inside a JSON string a quote is always
  * escaped, and engines put usage last) keeps settlement cheap for large
- * answers; anything odd falls back to parsing the whole body. */
+ * answers, and reading that object with yajl (fg_usage_parse) keeps it cheap
+ * for small ones; anything odd falls back to jansson, on the whole body. */
 static bool usage_of_body(const char *p, size_t n, struct fg_usage *u)
 {
 	static const char key[] = "\"usage\":";
 	const size_t kl = sizeof(key) - 1;
 	const char *hit = NULL;
 
-	for (const char *s = p; (s = memmem(s, (size_t)(p + n - s), key, kl)); s += kl)
-		hit = s;
+	/* from the end: the key is near it, and memmem over the whole body cost
+	 * more than the parse */
+	for (const char *e = p + n, *q; (q = memrchr(p, '"', (size_t)(e - p))); e = q)
+		if ((size_t)(p + n - q) >= kl && !memcmp(q, key, kl)) {
+			hit = q;
+			break;
+		}
 	if (hit) {
+		int r = fg_usage_parse(hit + kl, (size_t)(p + n - hit - kl), u);
+		if (r >= 0)
+			return r == 1;
 		json_t *v = json_loadb(hit + kl, (size_t)(p + n - hit - kl), JSON_DISABLE_EOF_CHECK, NULL);
 		if (json_is_object(v)) {
 			json_t *wrap = json_pack("{s:O}", "usage", v);
@@ -275,8 +284,10 @@ static int build_request(struct fg_client *c, struct fg_upstream *u)
 	int rc = 0;
 
 	fg_buf_reset(o);
-	rc |= fg_buf_printf(o, "%s %.*s HTTP/1.1\r\n", http_method_str(c->parser.method),
-			    (int)x->url_len, h->raw.data + x->url);
+	rc |= fg_buf_append_str(o, http_method_str(c->parser.method));
+	rc |= fg_buf_append(o, " ", 1);
+	rc |= fg_buf_append(o, h->raw.data + x->url, x->url_len);
+	rc |= fg_buf_append_str(o, " HTTP/1.1\r\n");
 	for (uint32_t i = 0; i < h->n; i++) {
 		if (fg_hop_by_hop(h, i) || fg_hdr_is(h, i, FG_TENANT_HEADER))
 			continue;
@@ -287,12 +298,18 @@ static int build_request(struct fg_client *c, struct fg_upstream *u)
 		rc |= fg_buf_append(o, "\r\n", 2);
 	}
 	if (!has_host)
-		rc |= fg_buf_printf(o, "Host: engine\r\n");
-	if (x->tenant)
-		rc |= fg_buf_printf(o, FG_TENANT_HEADER ": %s\r\n", x->tenant->name);
+		rc |= fg_buf_append_str(o, "Host: engine\r\n");
+	if (x->tenant) {
+		rc |= fg_buf_append_str(o, FG_TENANT_HEADER ": ");
+		rc |= fg_buf_append_str(o, x->tenant->name);
+		rc |= fg_buf_append(o, "\r\n", 2);
+	}
 	if (body_len || c->parser.method == HTTP_POST || c->parser.method == HTTP_PUT ||
-	    c->parser.method == HTTP_PATCH)
-		rc |= fg_buf_printf(o, "Content-Length: %zu\r\n", body_len);
+	    c->parser.method == HTTP_PATCH) {
+		rc |= fg_buf_append_str(o, "Content-Length: ");
+		rc |= fg_buf_append_uint(o, body_len, 10);
+		rc |= fg_buf_append(o, "\r\n", 2);
+	}
 	rc |= fg_buf_append(o, "\r\n", 2);
 	return rc ? -1 : 0;
 }
@@ -425,8 +442,10 @@ static int emit(struct fg_client *c, const char *p, size_t n)
 
 	if (!n)
 		return 0; /* a zero-size chunk would end the response */
-	if (x->resp_chunked)
-		rc |= fg_buf_printf(&c->out, "%zx\r\n", n);
+	if (x->resp_chunked) {
+		rc |= fg_buf_append_uint(&c->out, n, 16);
+		rc |= fg_buf_append(&c->out, "\r\n", 2);
+	}
 	rc |= fg_buf_append(&c->out, p, n);
 	if (x->resp_chunked)
 		rc |= fg_buf_append(&c->out, "\r\n", 2);
@@ -475,8 +494,11 @@ static int on_r_headers(http_parser *p)
 	else if (x->reserved)
 		fg_sched_first_token(c); /* a whole answer (or an error): the engine is done with it */
 
-	rc |= fg_buf_printf(o, "HTTP/1.1 %d %s\r\n", x->status,
-			    http_status_str((enum http_status)x->status));
+	rc |= fg_buf_append_str(o, "HTTP/1.1 ");
+	rc |= fg_buf_append_uint(o, (uint64_t)x->status, 10);
+	rc |= fg_buf_append(o, " ", 1);
+	rc |= fg_buf_append_str(o, http_status_str((enum http_status)x->status));
+	rc |= fg_buf_append(o, "\r\n", 2);
 	for (uint32_t i = 0; i < h->n; i++) {
 		bool len_hdr = fg_hdr_is(h, i, "content-length");
 		if (fg_hop_by_hop(h, i) && !(len_hdr && x->resp_no_body))
@@ -489,17 +511,19 @@ static int on_r_headers(http_parser *p)
 	if (x->resp_no_body) {
 		/* nothing to frame */
 	} else if (!x->sse && has_len) {
-		rc |= fg_buf_printf(o, "Content-Length: %" PRIu64 "\r\n", (uint64_t)p->content_length);
+		rc |= fg_buf_append_str(o, "Content-Length: ");
+		rc |= fg_buf_append_uint(o, (uint64_t)p->content_length, 10);
+		rc |= fg_buf_append(o, "\r\n", 2);
 	} else if (client11) {
 		x->resp_chunked = true;
-		rc |= fg_buf_printf(o, "Transfer-Encoding: chunked\r\n");
+		rc |= fg_buf_append_str(o, "Transfer-Encoding: chunked\r\n");
 	} else {
 		x->resp_until_close = true;
 	}
 	if (!c->keep_alive || x->resp_until_close)
-		rc |= fg_buf_printf(o, "Connection: close\r\n");
+		rc |= fg_buf_append_str(o, "Connection: close\r\n");
 	else if (!client11)
-		rc |= fg_buf_printf(o, "Connection: keep-alive\r\n");
+		rc |= fg_buf_append_str(o, "Connection: keep-alive\r\n");
 	rc |= fg_buf_append(o, "\r\n", 2);
 	x->head_sent = true;
 	if (rc)
@@ -586,6 +610,9 @@ static void finish(struct fg_upstream *u, bool reusable)
 		pool_put(u);
 	else
 		fg_upstream_close(u);
+	/* the answer leaves first: settling (a usage parse) never delays it,
+	 * and nothing else runs before the books are closed */
+	fg_client_send_early(c);
 	if (c->x.reserved)
 		fg_exchange_settle(c, outcome_of(c->x.status));
 	fg_client_exchange_done(c);

@@ -5,7 +5,16 @@
 #     rate (fg-load, open loop: no coordinated omission) for the same chat
 #     request sent straight to fairgate-sim, through Debian's nginx as a plain
 #     keep-alive reverse proxy (1 worker, our own config and prefix), and
-#     through fairgated (--no-bpf, one thread); rounds interleaved, medians;
+#     through fairgated (--no-bpf, one thread); rounds interleaved (the order
+#     rotates each round), medians, and the median of each round's
+#     fairgated/nginx req/s ratio. Both proxies are pinned to CPU 0; the
+#     simulator and the load generators float. (Giving the simulator a CPU of
+#     its own made it the bottleneck at ~100% of that CPU, proxied faster
+#     than direct: req/s then measured the engine, not the proxy.) On 2
+#     CPUs the simulator and wrk cost as much per request as the proxy, so
+#     req/s moves only a fraction of any change in the proxy's own cost;
+#     that cost is printed too: the proxy process's CPU time (user + sys,
+#     from /proc) per request during the wrk runs;
 #  2. the admission decision's cost per request for 1 KiB, 64 KiB and 1 MiB
 #     bodies (fg-decision-bench, in-process);
 #  3. how many 429s per second the agent answers for an over-quota tenant
@@ -16,7 +25,8 @@ BUILD=$(cd "${1:-build}" && pwd)
 [ "$(id -u)" -eq 0 ] || { echo "proxy bench: needs root (namespaces)"; exit 0; }
 command -v wrk >/dev/null && command -v nginx >/dev/null ||
 	{ echo "proxy bench: needs wrk and nginx (scripts/deps.sh --bench)"; exit 1; }
-ROUNDS=${FG_BENCH_ROUNDS:-3} SECS=${FG_BENCH_SECONDS:-4} RATE=${FG_BENCH_RATE:-1000}
+ROUNDS=${FG_BENCH_ROUNDS:-5} SECS=${FG_BENCH_SECONDS:-3} RATE=${FG_BENCH_RATE:-1000}
+ON_PROXY="taskset -c 0" # both proxies, the same way (see the top)
 SNS=fgt-pxb-s$$ CNS=fgt-pxb-c$$ SRV=10.251.0.1
 TMP=$(mktemp -d /tmp/fgt-pxb.XXXXXX)
 PIDS=()
@@ -72,7 +82,11 @@ http {
 	client_max_body_size 8m;
 	client_body_buffer_size 1m;
 	keepalive_requests 1000000;
-	upstream engine { server 127.0.0.1:8001; keepalive 128; }
+	upstream engine {
+		server 127.0.0.1:8001;
+		keepalive 128;
+		keepalive_requests 1000000; # default 1000: a reconnect fairgated never makes
+	}
 	server {
 		listen 8080;
 		location / {
@@ -99,10 +113,19 @@ wait_port() {
 }
 start "$TMP/sim.log" ip netns exec "$SNS" "$BUILD/fairgate-sim" --policy "$TMP/policy.yaml" \
 	--listen 0.0.0.0:8001 --speedup 0
-start "$TMP/agent.log" ip netns exec "$SNS" "$BUILD/fairgated" --policy "$TMP/policy.yaml" \
+start "$TMP/agent.log" ip netns exec "$SNS" $ON_PROXY "$BUILD/fairgated" --policy "$TMP/policy.yaml" \
 	--ctl "$TMP/ctl.sock" --no-bpf
-start "$TMP/nginx.log" ip netns exec "$SNS" nginx -p "$TMP/nginx" -c "$TMP/nginx/nginx.conf"
+AGENT_PID=${PIDS[-1]}
+start "$TMP/nginx.log" ip netns exec "$SNS" $ON_PROXY nginx -p "$TMP/nginx" -c "$TMP/nginx/nginx.conf"
+NGINX_MASTER=${PIDS[-1]}
 wait_port 8001; wait_port 8000; wait_port 8080
+for _ in $(seq 50); do
+	NGINX_WORKER=$(pgrep -P "$NGINX_MASTER" | head -1)
+	[ -n "$NGINX_WORKER" ] && break
+	sleep 0.1
+done
+# the process whose CPU time is the proxy's (none for the direct path)
+declare -A PROXY_PID=([direct]="" [nginx]=$NGINX_WORKER [fairgated]=$AGENT_PID)
 
 BODY='{"model":"llama-3.3-70b","messages":[{"role":"system","content":"You are a helpful assistant."},{"role":"user","content":"What is the capital of France? Answer in one short sentence."}],"max_tokens":16}'
 cat >"$TMP/post.lua" <<EOF
@@ -115,9 +138,22 @@ declare -A PORT=([direct]=8001 [nginx]=8080 [fairgated]=8000)
 PATHS=(direct nginx fairgated)
 
 # wrk: "Requests/sec: N"; fg-load: latency of 2xx at a fixed offered rate
-wrk_rps() { # PORT KEY
-	FG_KEY=$2 ip netns exec "$CNS" wrk -t1 -c32 -d"${SECS}s" -s "$TMP/post.lua" "http://$SRV:$1/v1/chat/completions" |
-		tee -a "$TMP/wrk.out" | awk '/^Requests\/sec:/ { print $2 }'
+wrk_run() { # PORT KEY SECS -> wrk's report
+	FG_KEY=$2 ip netns exec "$CNS" wrk -t1 -c32 -d"${3}s" -s "$TMP/post.lua" \
+		"http://$SRV:$1/v1/chat/completions"
+}
+cpu_ticks() { # PID -> utime + stime, or 0
+	[ -n "$1" ] && awk '{ print $14 + $15 }' "/proc/$1/stat" 2>/dev/null || echo 0
+}
+wrk_rps() { # PATH -> "req/s cpu-us-per-request" (cpu: the proxy process, 0 for direct)
+	local pid=${PROXY_PID[$1]} t0 t1 out
+	t0=$(cpu_ticks "$pid")
+	out=$(wrk_run "${PORT[$1]}" $KEY "$SECS")
+	t1=$(cpu_ticks "$pid")
+	echo "$out" >>"$TMP/wrk.out"
+	echo "$out" | awk -v d=$((t1 - t0)) -v hz="$(getconf CLK_TCK)" '
+		/requests in/ { n = $1 } /^Requests\/sec:/ { r = $2 }
+		END { printf "%s %.1f\n", r, n ? d / hz * 1e6 / n : 0 }'
 }
 open_loop() { # PORT -> "p50 p99 ok sent"
 	ip netns exec "$CNS" "$BUILD/fg-load" --target "$SRV:$1" --duration "$SECS" --connections 32 \
@@ -127,28 +163,42 @@ open_loop() { # PORT -> "p50 p99 ok sent"
 median() { sort -g | awk '{ a[NR] = $1 } END { print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2 }'; }
 
 echo "== proxy: the same chat request, straight to the simulator / through nginx / through fairgated =="
-echo "   ($ROUNDS interleaved rounds of ${SECS}s; wrk -c32 closed loop for req/s; fg-load open loop at $RATE req/s for latency)"
+echo "   ($ROUNDS interleaved rounds of ${SECS}s, order rotating; wrk -c32 closed loop for req/s;" \
+	"fg-load open loop at $RATE req/s for latency; proxies on CPU 0)"
+for p in "${PATHS[@]}"; do wrk_run "${PORT[$p]}" $KEY 1 >/dev/null; done # warm: pools, caches
 for r in $(seq "$ROUNDS"); do
-	for p in "${PATHS[@]}"; do
-		echo "$(wrk_rps "${PORT[$p]}" $KEY)" >>"$TMP/rps.$p"
+	for i in "${!PATHS[@]}"; do
+		p=${PATHS[$(((i + r) % ${#PATHS[@]}))]}
+		read -r rps cpu <<<"$(wrk_rps "$p")"
+		echo "$rps" >>"$TMP/rps.$p"; echo "$cpu" >>"$TMP/cpu.$p"
+		echo "$r $rps" >>"$TMP/round.$p"
 		read -r p50 p99 ok sent <<<"$(open_loop "${PORT[$p]}")"
 		echo "$p50" >>"$TMP/p50.$p"; echo "$p99" >>"$TMP/p99.$p"
 		[ "$ok" = "$sent" ] || echo "   warning: $p round $r: $ok of $sent requests answered 200"
 	done
 done
-printf '%-10s %12s %10s %10s %12s %12s\n' path "req/s" "p50 ms" "p99 ms" "added p50" "added p99"
+printf '%-10s %10s %10s %10s %11s %11s %12s\n' path "req/s" "p50 ms" "p99 ms" "added p50" "added p99" \
+	"proxy us/req"
 for p in "${PATHS[@]}"; do
 	eval "R_$p=$(median <"$TMP/rps.$p") P50_$p=$(median <"$TMP/p50.$p") P99_$p=$(median <"$TMP/p99.$p")"
+	eval "C_$p=$(median <"$TMP/cpu.$p")"
 done
 for p in "${PATHS[@]}"; do
-	eval "r=\$R_$p a=\$P50_$p b=\$P99_$p"
-	awk -v p="$p" -v r="$r" -v a="$a" -v b="$b" -v da="$P50_direct" -v db="$P99_direct" \
-		'BEGIN { printf "%-10s %12.0f %10.3f %10.3f %12.3f %12.3f\n", p, r, a, b, a - da, b - db }'
+	eval "r=\$R_$p a=\$P50_$p b=\$P99_$p c=\$C_$p"
+	awk -v p="$p" -v r="$r" -v a="$a" -v b="$b" -v c="$c" -v da="$P50_direct" -v db="$P99_direct" \
+		'BEGIN { printf "%-10s %10.0f %10.3f %10.3f %11.3f %11.3f %12s\n", p, r, a, b, a - da, b - db,
+			 p == "direct" ? "-" : sprintf("%.1f", c) }'
 done
+# each round's ratio: both sides of it saw the same moment of a shared machine
+RATIOS=$(awk 'NR == FNR { f[$1] = $2; next } $1 in f && $2 > 0 { printf "%.3f\n", f[$1] / $2 }' \
+	"$TMP/round.fairgated" "$TMP/round.nginx" | sort -g)
 awk -v rf="$R_fairgated" -v rn="$R_nginx" -v af="$P50_fairgated" -v an="$P50_nginx" -v bf="$P99_fairgated" \
-	-v bn="$P99_nginx" -v d50="$P50_direct" -v d99="$P99_direct" 'BEGIN {
-	printf "fairgated vs nginx: %.2fx the req/s; added latency p50 %.3f vs %.3f ms, p99 %.3f vs %.3f ms\n",
-		rf / rn, af - d50, an - d50, bf - d99, bn - d99 }'
+	-v bn="$P99_nginx" -v d50="$P50_direct" -v d99="$P99_direct" -v cf="$C_fairgated" -v cn="$C_nginx" \
+	-v rm="$(median <<<"$RATIOS")" -v lo="$(head -1 <<<"$RATIOS")" -v hi="$(tail -1 <<<"$RATIOS")" 'BEGIN {
+	printf "fairgated vs nginx: %.2fx the req/s (median of per-round ratios %.2fx, range %.2f-%.2f);\n",
+		rf / rn, rm, lo, hi
+	printf "  added latency p50 %.3f vs %.3f ms, p99 %.3f vs %.3f ms; proxy CPU %.1f vs %.1f us/request\n",
+		af - d50, an - d50, bf - d99, bn - d99, cf, cn }'
 if grep -q "Non-2xx" "$TMP/wrk.out"; then echo "   warning: some wrk responses were not 2xx"; fi
 
 echo

@@ -1,6 +1,7 @@
 /* test_proxy_http.c — the proxy's pure pieces: request JSON validation,
  * measurement and rewrite (cache_salt, include_usage, priority), the SSE
  * relay (usage chunk hidden, usage extracted, events split across reads),
+ * the streaming usage reader (differential against jansson),
  * cache salts, API-key hashing, Bearer parsing and trusted-source CIDRs. */
 #include <arpa/inet.h>
 #include <http_parser.h>
@@ -322,6 +323,91 @@ static void sse_crlf_and_garbage_pass_through(void **state)
 	fg_buf_free(&out);
 }
 
+/* jansson's verdict on a usage object (what the proxy did before the yajl
+ * reader): -1 not an object / malformed, else fg_usage_from_json's. */
+static int usage_by_jansson(const char *text, struct fg_usage *u)
+{
+	json_t *v = json_loadb(text, strlen(text), JSON_DISABLE_EOF_CHECK, NULL);
+	int r = -1;
+
+	if (json_is_object(v)) {
+		json_t *wrap = json_pack("{s:O}", "usage", v);
+		r = fg_usage_from_json(wrap, u);
+		json_decref(wrap);
+	}
+	json_decref(v);
+	return r;
+}
+
+static void usage_reader_agrees_with_jansson(void **state)
+{
+	(void)state;
+	static const struct {
+		const char *text;
+		bool fast; /* the yajl reader decides (no fallback) */
+	} cases[] = {
+		{ "{\"prompt_tokens\":8,\"total_tokens\":12,\"completion_tokens\":4,"
+		  "\"prompt_tokens_details\":null}}", true },
+		{ "{\"prompt_tokens\":8,\"completion_tokens\":4,"
+		  "\"prompt_tokens_details\":{\"cached_tokens\":5}} ,\"x\":1}", true },
+		{ "{\"prompt_tokens\":8,\"prompt_tokens\":9}", true },
+		{ "{\"prompt_tokens\":8,\"prompt_tokens\":\"9\"}", true },
+		{ "{\"prompt_tokens_details\":{\"cached_tokens\":5},\"prompt_tokens_details\":null}", true },
+		{ "{\"prompt_tokens_details\":{\"cached_tokens\":5,\"cached_tokens\":6}}", true },
+		{ "{\"prompt_tokens_details\":{\"x\":{\"cached_tokens\":7},\"cached_tokens\":2}}", true },
+		{ "{\"prompt_tokens_details\":{\"cached_tokens\":[1]}}", true },
+		{ "{\"prompt_tokens\":\"8\",\"completion_tokens\":true}", true },
+		{ "{\"x\":[1,{\"prompt_tokens\":5}],\"prompt_tokens\":3,\"y\":{\"completion_tokens\":1}}", true },
+		{ "{\"prompt_tokens\":-1,\"completion_tokens\":4}", true },
+		{ "{\"completion_tokens\":2e9}", true },
+		{ "{\"completion_tokens\":1e9,\"prompt_tokens\":8.5,\"z\":-0.0}", true },
+		{ "{\"prompt_tokens_details\":{\"cached_tokens\":-3}}", true },
+		{ "{}", true },
+		{ " \n{\"prompt_tokens\":1}garbage", true },
+		{ "null", false },
+		{ "[1]", false },
+		{ "\"usage\"", false },
+		{ "7", false },
+		{ "{\"prompt_tokens\":8", false },
+		{ "{\"prompt_tokens\":01}", false },
+		{ "{\"prompt_tokens\":99999999999999999999}", false },
+		{ "{\"prompt_tokens\":1e999}", false },
+		{ "{\"prompt_tokens\":1,\"k\":\"a\\u0000b\"}", false },
+		{ "{\"prompt_tokens\":1,\"k\":\"\\ud800\"}", false },
+		{ "{\f\"prompt_tokens\":1}", false },
+		{ "{\"prompt_tokens\":1,}", false },
+	};
+	char deep[300];
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct fg_usage want = { 0 }, got = { 0 };
+		int ref = usage_by_jansson(cases[i].text, &want);
+		int r = fg_usage_parse(cases[i].text, strlen(cases[i].text), &got);
+		if (cases[i].fast)
+			assert_int_not_equal(r, -1);
+		else
+			assert_int_equal(r, -1);
+		if (r == -1)
+			continue; /* the caller asks jansson */
+		assert_int_equal(r, ref);
+		if (r == 1) {
+			assert_true(got.prompt_tokens == want.prompt_tokens);
+			assert_true(got.completion_tokens == want.completion_tokens);
+			assert_true(got.cached_tokens == want.cached_tokens);
+		}
+	}
+	/* nesting deeper than the reader follows: jansson decides */
+	size_t n = 0;
+	n += (size_t)snprintf(deep + n, sizeof(deep) - n, "{\"x\":");
+	for (int i = 0; i < 100; i++)
+		deep[n++] = '[';
+	for (int i = 0; i < 100; i++)
+		deep[n++] = ']';
+	snprintf(deep + n, sizeof(deep) - n, ",\"prompt_tokens\":2}");
+	struct fg_usage u;
+	assert_int_equal(fg_usage_parse(deep, strlen(deep), &u), -1);
+}
+
 static void salts_are_stable_separate_and_valid(void **state)
 {
 	(void)state;
@@ -410,6 +496,7 @@ int main(void)
 		cmocka_unit_test(sse_hides_forced_usage_chunk),
 		cmocka_unit_test(sse_keeps_usage_when_asked),
 		cmocka_unit_test(sse_crlf_and_garbage_pass_through),
+		cmocka_unit_test(usage_reader_agrees_with_jansson),
 		cmocka_unit_test(salts_are_stable_separate_and_valid),
 		cmocka_unit_test(api_keys_hash_with_sha256),
 		cmocka_unit_test(bearer_parsing),
