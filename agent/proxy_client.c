@@ -140,7 +140,7 @@ static int on_complete(http_parser *p)
 	return 0;
 }
 
-static const http_parser_settings req_settings = {
+const http_parser_settings fg_client_req_settings = {
 	.on_message_begin = on_begin,
 	.on_url = on_url,
 	.on_header_field = on_field,
@@ -612,7 +612,7 @@ static void process_input(struct fg_client *c)
 {
 	while (c->state == CL_READING && fg_buf_used(&c->in)) {
 		size_t used = fg_buf_used(&c->in);
-		size_t n = http_parser_execute(&c->parser, &req_settings, fg_buf_head(&c->in), used);
+		size_t n = http_parser_execute(&c->parser, &fg_client_req_settings, fg_buf_head(&c->in), used);
 		fg_buf_consume(&c->in, n);
 		if (c->x.complete) {
 			http_parser_pause(&c->parser, 0);

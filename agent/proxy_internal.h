@@ -220,6 +220,11 @@ int fg_proxy_transparent_listen(struct fg_agent_state *st, char *err, size_t err
 void fg_proxy_listen_desc(int fd, char *buf, size_t len);
 
 /* proxy_client.c */
+/* libhttp-parser callbacks that collect a client's request into c->x
+ * (parser.data = the fg_client): headers, URL, body within px->max_body,
+ * 100-continue, the 4xx a callback refuses with (x.reject_status), and
+ * a pause at each complete message. Public for the fuzz harness. */
+extern const http_parser_settings fg_client_req_settings;
 void fg_client_accept(struct fg_proxy *px, int fd, const struct sockaddr_storage *peer,
 		      socklen_t peer_len);
 void fg_client_close(struct fg_client *c);

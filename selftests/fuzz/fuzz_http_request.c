@@ -7,9 +7,10 @@
  * rewrite (agent/http_request.c) — pipelined requests included.
  *
  * The input is fed in chunks whose sizes come from its first byte, the way
- * recv() splits a stream. The proxy's parser callbacks are private to
- * agent/proxy_client.c; the ones here do what they do with the same public
- * helpers. Invariants: every header and the URL lie inside the collected
+ * recv() splits a stream, into the proxy's own parser callbacks
+ * (fg_client_req_settings) on a client that is never connected: the
+ * harness plays the proxy's read loop around them. Invariants: every
+ * header and the URL lie inside the collected
  * buffer, names and values concatenate to what was on the wire, a bearer
  * token is a non-empty blank-free slice of its header, and an inference
  * body that parses is forwarded as a JSON object carrying the injected
@@ -28,97 +29,6 @@
 
 #define MAX_BODY (1u << 20)
 #define SALT "fg1-acme-0123456789abcdef"
-
-struct conn {
-	struct fg_hdrs hdrs;
-	uint32_t url, url_len;
-	struct fg_buf body;
-	bool complete;
-	int reject;
-	unsigned requests;
-};
-
-static struct conn *of(http_parser *p)
-{
-	return p->data;
-}
-
-static int on_begin(http_parser *p)
-{
-	struct conn *c = of(p);
-
-	fg_hdrs_reset(&c->hdrs);
-	fg_buf_reset(&c->body);
-	c->url = c->url_len = 0;
-	return 0;
-}
-
-static int on_url(http_parser *p, const char *at, size_t len)
-{
-	struct conn *c = of(p);
-
-	if (!c->url_len)
-		c->url = (uint32_t)c->hdrs.raw.len;
-	c->url_len += (uint32_t)len;
-	return fg_buf_append(&c->hdrs.raw, at, len);
-}
-
-static int on_field(http_parser *p, const char *at, size_t len)
-{
-	struct conn *c = of(p);
-
-	if (fg_hdrs_on_field(&c->hdrs, at, len)) {
-		FUZZ_CHECK(c->hdrs.overflow, "header collector failed without overflow");
-		c->reject = 431;
-		return -1;
-	}
-	return 0;
-}
-
-static int on_value(http_parser *p, const char *at, size_t len)
-{
-	return fg_hdrs_on_value(&of(p)->hdrs, at, len) ? (of(p)->reject = 500, -1) : 0;
-}
-
-static int on_headers(http_parser *p)
-{
-	struct conn *c = of(p);
-
-	if (!(p->flags & F_CHUNKED) && p->content_length != ULLONG_MAX &&
-	    p->content_length > MAX_BODY) {
-		c->reject = 413;
-		return -1;
-	}
-	return 0;
-}
-
-static int on_body(http_parser *p, const char *at, size_t len)
-{
-	struct conn *c = of(p);
-
-	if (fg_buf_used(&c->body) + len > MAX_BODY) {
-		c->reject = 413;
-		return -1;
-	}
-	return fg_buf_append(&c->body, at, len);
-}
-
-static int on_complete(http_parser *p)
-{
-	of(p)->complete = true;
-	http_parser_pause(p, 1);
-	return 0;
-}
-
-static const http_parser_settings settings = {
-	.on_message_begin = on_begin,
-	.on_url = on_url,
-	.on_header_field = on_field,
-	.on_header_value = on_value,
-	.on_headers_complete = on_headers,
-	.on_body = on_body,
-	.on_message_complete = on_complete,
-};
 
 static void check_headers(const struct fg_hdrs *h)
 {
@@ -159,7 +69,7 @@ static void check_identity(const struct fg_hdrs *h)
 	(void)fg_hdrs_get(h, "expect", &len);
 }
 
-static void handle(struct conn *c, int method, bool stream_rewrite)
+static void handle(struct fg_exchange *c, int method, bool stream_rewrite)
 {
 	const char *url = c->hdrs.raw.data + c->url;
 	enum fg_api api;
@@ -168,7 +78,6 @@ static void handle(struct conn *c, int method, bool stream_rewrite)
 	check_headers(&c->hdrs);
 	check_identity(&c->hdrs);
 	api = fg_api_of(method, c->url_len ? url : "", c->url_len);
-	c->requests++;
 	if (api == FG_API_NONE || api == FG_API_OTHER_BODY)
 		return;
 
@@ -195,41 +104,72 @@ static void handle(struct conn *c, int method, bool stream_rewrite)
 	free(fwd);
 }
 
+/* What the proxy's exchange_reset leaves for the next pipelined request. */
+static void next_exchange(struct fg_exchange *x)
+{
+	fg_hdrs_reset(&x->hdrs);
+	fg_buf_reset(&x->body);
+	x->url = x->url_len = 0;
+	x->started = x->headers_done = x->complete = false;
+	x->reject_status = 0;
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	uint8_t opt = fuzz_take_byte(&data, &size);
 	uint32_t rng = opt | (uint32_t)size << 8;
 	size_t max_chunk = opt & 0x80 ? size : 1 + (opt & 0x3f);
-	struct conn c = { 0 };
-	http_parser p;
+	static struct fg_proxy px;
+	struct fg_client *c = calloc(1, sizeof(*c));
+	struct fg_exchange *x;
 	size_t off = 0;
 
-	http_parser_init(&p, HTTP_REQUEST);
-	p.data = &c;
+	FUZZ_CHECK(c, "out of memory");
+	x = &c->x;
+	px.max_body = MAX_BODY;
+	px.header_ns = px.body_ns = 10ull * 1000000000ull;
+	c->px = &px;
+	http_parser_init(&c->parser, HTTP_REQUEST);
+	c->parser.data = c;
 	/* The proxy's loop: parse what arrived, one exchange at a time; a
 	 * paused parser is resumed after the exchange and fed the rest. */
 	while (off < size) {
 		size_t n = fuzz_next_chunk(&rng, max_chunk);
 		size_t end = off + n < size ? off + n : size;
 		while (off < end) {
-			size_t got = http_parser_execute(&p, &settings, (const char *)data + off,
-							 end - off);
+			size_t got = http_parser_execute(&c->parser, &fg_client_req_settings,
+							 (const char *)data + off, end - off);
 			FUZZ_CHECK(got <= end - off, "parser consumed %zu of %zu", got, end - off);
 			off += got;
-			if (c.complete) {
-				c.complete = false;
-				http_parser_pause(&p, 0);
-				handle(&c, p.method, opt & 0x40);
+			if (x->complete) {
+				FUZZ_CHECK(x->headers_done && !x->reject_status,
+					   "complete without headers, or refused (%d)", x->reject_status);
+				http_parser_pause(&c->parser, 0);
+				handle(x, c->parser.method, opt & 0x40);
+				next_exchange(x);
 				continue;
 			}
-			if (HTTP_PARSER_ERRNO(&p) != HPE_OK)
+			if (HTTP_PARSER_ERRNO(&c->parser) != HPE_OK) {
+				enum http_errno e = HTTP_PARSER_ERRNO(&c->parser);
+
+				/* A callback's refusal is one the proxy can answer;
+				 * nothing here runs out of memory, so a header the
+				 * collector refused is one too many or too long. */
+				FUZZ_CHECK(e != HPE_CB_header_field || x->reject_status == 431,
+					   "header collector failed without overflow");
+				FUZZ_CHECK((e != HPE_CB_headers_complete && e != HPE_CB_body) ||
+						   x->reject_status >= 400,
+					   "callback refused without a status");
 				goto done;
+			}
 			if (got == 0)
 				break;
 		}
 	}
 done:
-	fg_buf_free(&c.hdrs.raw);
-	fg_buf_free(&c.body);
+	fg_buf_free(&x->hdrs.raw);
+	fg_buf_free(&x->body);
+	fg_buf_free(&c->out);
+	free(c);
 	return 0;
 }
