@@ -112,7 +112,10 @@ static char *hostport(const struct fg_hostport *hp, char *buf, size_t len)
 {
 	bool v6 = strchr(hp->host, ':') != NULL;
 
-	snprintf(buf, len, "%s%s%s:%u", v6 ? "[" : "", hp->host, v6 ? "]" : "", hp->port);
+	if (!hp->host[0] && !hp->port)
+		snprintf(buf, len, "off");
+	else
+		snprintf(buf, len, "%s%s%s:%u", v6 ? "[" : "", hp->host, v6 ? "]" : "", hp->port);
 	return buf;
 }
 

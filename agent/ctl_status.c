@@ -8,6 +8,7 @@
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "agent/agent.h"
 #include "agent/ctl_commands.h"
@@ -77,9 +78,11 @@ static void print_human(const json_t *r)
 {
 	const json_t *req = json_object_get(r, "requests");
 
-	printf("fairgated: %s mode, listening on %s, engine %s, metrics on %s, up %.0fs\n",
-	       str(r, "mode"), str(r, "listen"), str(r, "engine"), str(r, "metrics_listen"),
-	       num(r, "uptime_s"));
+	const char *metrics = str(r, "metrics_listen");
+
+	printf("fairgated: %s mode, listening on %s, engine %s, metrics %s%s, up %.0fs\n",
+	       str(r, "mode"), str(r, "listen"), str(r, "engine"),
+	       strcmp(metrics, "off") ? "on " : "", metrics, num(r, "uptime_s"));
 	printf("kernel enforcement: %s\n",
 	       json_is_true(json_object_get(r, "kernel_enforcement")) ? "on" : "off (proxy and metering only)");
 	printf("connections: %.0f clients; engine %.0f busy, %.0f idle\n", num(r, "client_connections"),

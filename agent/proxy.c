@@ -163,9 +163,13 @@ int fg_proxy_start(struct fg_agent_state *st, char *err, size_t errlen)
 	fg_proxy_publish_all(st);
 	char where[64];
 	fg_proxy_listen_desc(px->listen_fd, where, sizeof(where));
-	fprintf(stderr, "fairgated: proxy on %s (%s mode), engine %s:%u, metrics %s:%u\n", where,
+	char metrics[80] = "off";
+	if (a->metrics_listen.port)
+		snprintf(metrics, sizeof(metrics), "%s:%u", a->metrics_listen.host,
+			 a->metrics_listen.port);
+	fprintf(stderr, "fairgated: proxy on %s (%s mode), engine %s:%u, metrics %s\n", where,
 		a->mode == FG_MODE_TRANSPARENT ? "transparent" : "front", a->engine.host,
-		a->engine.port, a->metrics_listen.host, a->metrics_listen.port);
+		a->engine.port, metrics);
 	return 0;
 
 fail:

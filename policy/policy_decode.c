@@ -224,13 +224,17 @@ static int decode_enum(struct fg_pctx *c, const struct fg_ynode *n, const struct
 }
 
 static int decode_hostport(struct fg_pctx *c, const struct fg_ynode *n, const char *path,
-			   struct fg_hostport *dst)
+			   struct fg_hostport *dst, bool may_be_off)
 {
 	char why[128], q[64];
 	const char *s;
 
 	if (fg_decode_string(c, n, path, &s))
 		return -1;
+	if (may_be_off && !strcmp(s, "off")) {
+		memset(dst, 0, sizeof(*dst));
+		return 0;
+	}
 	if (n->len >= FG_HOSTPORT_MAX || fg_parse_hostport(s, dst, why, sizeof(why)))
 		return fg_pfail(c, n, "%s %s: %s", path, fg_quote(n, q, sizeof(q)),
 				n->len >= FG_HOSTPORT_MAX ? "too long" : why);
@@ -320,7 +324,7 @@ static int decode_field(struct fg_pctx *c, const struct fg_ynode *v, const struc
 	case FG_K_ENUM:
 		return decode_enum(c, v, f, path, dst);
 	case FG_K_HOSTPORT:
-		return decode_hostport(c, v, path, dst);
+		return decode_hostport(c, v, path, dst, f->flags & FG_F_OFF);
 	case FG_K_CIDRS:
 	case FG_K_PORTS:
 	case FG_K_IFACES:

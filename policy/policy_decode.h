@@ -42,6 +42,7 @@ enum fg_kind {
 
 #define FG_F_REQUIRED 1u
 #define FG_F_GT_MIN   2u  /* min is exclusive: value must be > min */
+#define FG_F_OFF      4u  /* FG_K_HOSTPORT: the word `off` (stored as host "", port 0) turns it off */
 
 struct fg_enum_name {
 	const char *name;

@@ -387,7 +387,7 @@ static const struct fg_field agent_fields[] = {
 	LIST("interfaces", FG_K_IFACES, struct fg_agent, interfaces, n_interfaces, 0),
 	ENUM("xdp_mode", struct fg_agent, xdp_mode, xdp_modes),
 	DBL("deny_allowance_per_s", struct fg_agent, deny_allowance_per_s, 0, 1e6, 0),
-	STR("metrics_listen", FG_K_HOSTPORT, struct fg_agent, metrics_listen, 0),
+	STR("metrics_listen", FG_K_HOSTPORT, struct fg_agent, metrics_listen, FG_F_OFF),
 	LIST("trusted_proxies", FG_K_CIDRS, struct fg_agent, trusted_proxies, n_trusted_proxies, 0),
 	SUB("long_context", 0, long_context_schema, 0),
 	DBL("engine_queue_steps", struct fg_agent, engine_queue_steps, 0, 1000, GT),
@@ -438,7 +438,7 @@ static int decode_agent(struct fg_pctx *c, const struct fg_ynode *v, void *base,
 		return fg_pfail(c, at_either(v, "engine", "listen"),
 				"agent.engine %s:%u is the agent's own listen address; the proxy would forward to itself",
 				a->engine.host, a->engine.port);
-	if (same_endpoint(&a->listen, &a->metrics_listen))
+	if (a->metrics_listen.port && same_endpoint(&a->listen, &a->metrics_listen))
 		return fg_pfail(c, at_either(v, "metrics_listen", "listen"),
 				"agent.metrics_listen %s:%u collides with agent.listen %s:%u",
 				a->metrics_listen.host, a->metrics_listen.port, a->listen.host,

@@ -346,6 +346,11 @@ static void test_defaults(void **state)
 	assert_string_equal(p->agent.salt_secret_file, "/etc/fairgate/salt");
 	assert_string_equal(p->agent.interfaces[1], "eth0.10");
 	assert_int_equal(p->agent.engine.port, 8001);
+
+	/* No metrics listener, also next to transparent mode's unset listen. */
+	assert_parses("tiers: {std: {}}\ntenants: []\nagent: {mode: transparent, metrics_listen: off}\n", p);
+	assert_int_equal(p->agent.metrics_listen.port, 0);
+	assert_string_equal(p->agent.metrics_listen.host, "");
 	free(p);
 	free(d);
 }
@@ -448,6 +453,7 @@ static const struct bad_case bad_cases[] = {
 	{ T1 "agent:\n  engine: 127.0.0.1:70000\n", 0, 6, 11, "port must be a number from 1 to 65535" },
 	{ T1 "agent:\n  engine: 127.0.0.1:8000\n", 0, 6, 11, "the proxy would forward to itself" },
 	{ T1 "agent:\n  metrics_listen: 127.0.0.1:8000\n", 0, 6, 19, "collides with agent.listen 0.0.0.0:8000" },
+	{ T1 "agent:\n  listen: off\n", 0, 6, 11, "agent.listen 'off': expected HOST:PORT" },
 	{ T1 "agent:\n  protected_ports: [8000, 8000]\n", 0, 6, 27, "agent.protected_ports[1]: port 8000 is listed twice" },
 	{ T1 "agent:\n  protected_ports: 8000\n", 0, 6, 20, "agent.protected_ports must be a list, got a scalar" },
 	{ T1 "agent:\n  interfaces: [averyveryverylongname0]\n", 0, 6, 16, "agent.interfaces[0] is too long: 22 bytes, at most 15" },
