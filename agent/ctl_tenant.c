@@ -157,11 +157,12 @@ static const char *deny_source_name(uint32_t s)
 static json_t *tenant_json(const struct fg_maps *m, uint32_t id, uint64_t now)
 {
 	const struct fg_tenant_state *t = &m->tenants[id];
-	const struct fg_tenant_quota *q = &t->quota;
+	struct fg_tenant_quota snap, *q = &snap;
 	struct fg_tenant_counters c = { 0 };
 	double left;
 	int v = verdict_now(t, now, &left);
 
+	fg_quota_snapshot(&t->quota, &snap);
 	fg_maps_tenant_counters(m, id, &c);
 	return json_pack("{s:s, s:i, s:s, s:i, s:s, s:f, s:s, "
 			 "s:{s:I, s:I, s:I, s:I, s:I, s:I}, "
@@ -232,6 +233,7 @@ int fg_cmd_tenant_list(int argc, char **argv)
 	for (uint32_t i = 0; i < FG_MAP_MAX_TENANTS; i++) {
 		const struct fg_tenant_state *t = &m.tenants[i];
 		struct fg_tenant_counters c = { 0 };
+		struct fg_tenant_quota q;
 		char left_s[32] = "-", kv[48];
 		double left;
 		int v;
@@ -242,14 +244,15 @@ int fg_cmd_tenant_list(int argc, char **argv)
 		if (v != FG_VERDICT_ALLOW)
 			format_duration(left, left_s, sizeof(left_s));
 		fg_maps_tenant_counters(&m, i, &c);
-		snprintf(kv, sizeof(kv), "%llu/%llu", (unsigned long long)t->quota.kv_resident_tokens,
-			 (unsigned long long)t->quota.kv_cap_tokens);
+		fg_quota_snapshot(&t->quota, &q);
+		snprintf(kv, sizeof(kv), "%llu/%llu", (unsigned long long)q.kv_resident_tokens,
+			 (unsigned long long)q.kv_cap_tokens);
 		printf("%-20.32s %-10.32s %-7s %-9s %10llu %10llu %10llu %10llu %12lld %10llu %21s %8u %7u\n",
 		       t->name, t->tier, fg_verdict_name(v), left_s,
 		       (unsigned long long)c.syn_passed, (unsigned long long)c.syn_delayed,
 		       (unsigned long long)c.syn_shed, (unsigned long long)c.allowance_used,
-		       (long long)t->quota.bucket_units, (unsigned long long)t->quota.rate_units_per_s,
-		       kv, t->quota.inflight, t->quota.queued);
+		       (long long)q.bucket_units, (unsigned long long)q.rate_units_per_s,
+		       kv, q.inflight, q.queued);
 	}
 	fg_maps_close(&m);
 	return 0;

@@ -453,6 +453,7 @@ int fg_kernel_publish_tenant(struct fg_agent_state *st, uint32_t tenant_id,
 	if (!tenant_ok(st, tenant_id))
 		return -1;
 	q = &st->kernel->maps.tenants[tenant_id].quota;
+	uint64_t prev = fg_quota_write_begin(q);
 	q->bucket_units = clamp_i64(pub->bucket_units);
 	q->rate_units_per_s = (uint64_t)(pub->rate_units_per_s > 0 ? clamp_i64(pub->rate_units_per_s) : 0);
 	q->burst_units = (uint64_t)(pub->burst_units > 0 ? clamp_i64(pub->burst_units) : 0);
@@ -463,7 +464,7 @@ int fg_kernel_publish_tenant(struct fg_agent_state *st, uint32_t tenant_id,
 	q->queued = pub->queued;
 	q->admitted = pub->admitted;
 	q->rejected = pub->rejected;
-	__atomic_store_n(&q->updated_ns, fg_now_ns(), __ATOMIC_RELEASE);
+	fg_quota_write_end(q, prev, fg_now_ns());
 	return 0;
 }
 

@@ -271,6 +271,48 @@ void fg_lpm_key_from_cidr(const struct fg_cidr *c, struct fg_lpm_key *k)
 		k->addr[bit / 8] &= (uint8_t)~(0x80u >> (bit % 8));
 }
 
+/* ---- the published quota: a seqlock on updated_ns ---- */
+
+uint64_t fg_quota_write_begin(struct fg_tenant_quota *q)
+{
+	uint64_t prev = __atomic_load_n(&q->updated_ns, __ATOMIC_RELAXED);
+
+	__atomic_store_n(&q->updated_ns, FG_QUOTA_WRITING, __ATOMIC_RELAXED);
+	/* the marker is visible before any field store that follows */
+	__atomic_thread_fence(__ATOMIC_RELEASE);
+	return prev == FG_QUOTA_WRITING ? 0 : prev;
+}
+
+void fg_quota_write_end(struct fg_tenant_quota *q, uint64_t prev, uint64_t now_ns)
+{
+	/* strictly increasing, so two publishes never look like one */
+	if (now_ns <= prev)
+		now_ns = prev + 1;
+	if (now_ns == FG_QUOTA_WRITING)
+		now_ns = 1;
+	__atomic_store_n(&q->updated_ns, now_ns, __ATOMIC_RELEASE);
+}
+
+bool fg_quota_snapshot(const struct fg_tenant_quota *q, struct fg_tenant_quota *out)
+{
+	for (int i = 0; i < 100000; i++) {
+		uint64_t before = __atomic_load_n(&q->updated_ns, __ATOMIC_ACQUIRE);
+
+		if (before == FG_QUOTA_WRITING)
+			continue;
+		/* field by field through volatile: the writer may be storing */
+		for (size_t k = 0; k < sizeof(*out); k++)
+			((unsigned char *)out)[k] = ((const volatile unsigned char *)q)[k];
+		__atomic_thread_fence(__ATOMIC_ACQUIRE);
+		if (__atomic_load_n(&q->updated_ns, __ATOMIC_RELAXED) == before) {
+			out->updated_ns = before;
+			return true;
+		}
+	}
+	memcpy(out, q, sizeof(*out));
+	return false;
+}
+
 /* ---- deny windows, overload, learning ---- */
 
 int fg_maps_set_deny(struct fg_maps *m, uint32_t id, uint64_t until_ns, int verdict, int source)
@@ -453,12 +495,21 @@ static void fill_tenant(struct fg_tenant_state *t, const struct fg_policy *p,
 	if (tier)
 		snprintf(t->tier, sizeof(t->tier), "%s", tier->name);
 	t->tier_rank = (uint32_t)fg_tier_rank(p, pt->tier);
-	t->quota.rate_units_per_s = (uint64_t)llround(pt->units_per_s);
+	/* A fairgated that died inside a publish left the seqlock held: its
+	 * figures are not to be trusted, start over from the policy's. */
+	if (t->quota.updated_ns == FG_QUOTA_WRITING)
+		__atomic_store_n(&t->quota.updated_ns, 0, __ATOMIC_RELEASE);
 	if (!t->quota.updated_ns) {
 		/* Never published: show the policy's figures, bucket full. */
+		t->quota.rate_units_per_s = (uint64_t)llround(pt->units_per_s);
 		t->quota.burst_units = (uint64_t)llround(pt->units_per_s * pt->burst_s);
 		t->quota.bucket_units = (int64_t)t->quota.burst_units;
 		t->quota.kv_cap_tokens = tier ? tier->kv_cap_tokens : 0;
+	} else {
+		uint64_t prev = fg_quota_write_begin(&t->quota);
+
+		t->quota.rate_units_per_s = (uint64_t)llround(pt->units_per_s);
+		fg_quota_write_end(&t->quota, prev, prev + 1);
 	}
 	__atomic_store_n(&t->flags, FG_TENANT_ACTIVE, __ATOMIC_RELEASE);
 }

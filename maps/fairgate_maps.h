@@ -61,8 +61,15 @@ struct fg_tenant_quota {
 	__u32 queued;             /* requests waiting in the gateway queue */
 	__u64 admitted;
 	__u64 rejected;
-	__u64 updated_ns;         /* CLOCK_MONOTONIC of the last publish */
+	/* CLOCK_MONOTONIC of the last publish (0 = never: the policy's
+	 * figures), strictly increasing, and FG_QUOTA_WRITING while a publish
+	 * rewrites the fields above: a seqlock, so a reader copies the
+	 * fields and keeps the copy only if this was the same, not
+	 * FG_QUOTA_WRITING, before and after (fg_quota_snapshot). */
+	__u64 updated_ns;
 };
+
+#define FG_QUOTA_WRITING (~0ULL)
 
 /* One tenant; array index = tenant id = index in the policy's tenant list.
  *
