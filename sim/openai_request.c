@@ -378,7 +378,10 @@ int sim_request_parse(enum sim_api api, const char *body, size_t len,
 		      struct sim_error *err)
 {
 	json_error_t jerr;
-	json_t *root = json_loadb(body, len, JSON_ALLOW_NUL, &jerr);
+	/* JSON_ALLOW_NUL lets "\u0000" into strings as Python's json does; a
+	 * raw NUL byte is JSON nowhere, but jansson takes one after a number */
+	const char *nul = memchr(body, '\0', len);
+	json_t *root = nul ? NULL : json_loadb(body, len, JSON_ALLOW_NUL, &jerr);
 	json_t *items = NULL;
 	long long max_tokens = 0;
 	bool max_set = false;
@@ -386,6 +389,10 @@ int sim_request_parse(enum sim_api api, const char *body, size_t len,
 
 	memset(r, 0, sizeof(*r));
 	r->api = api;
+	if (nul)
+		return sim_error_set(err, 400, NULL,
+				     "JSON decode error: invalid control character at byte %zu",
+				     (size_t)(nul - body));
 	if (!root)
 		return sim_error_set(err, 400, NULL, "JSON decode error: %s (line %d, column %d)",
 				     jerr.text, jerr.line, jerr.column);

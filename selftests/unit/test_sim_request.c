@@ -172,6 +172,17 @@ static void validation_errors(void **state)
 
 	refused(C, "{\"messages\":", &fcfs, 400, NULL, "JSON decode error");
 	refused(C, "{} trailing", &fcfs, 400, NULL, "JSON decode error");
+	{
+		/* a raw NUL is JSON nowhere; jansson alone takes one after a number */
+		static const char nul_body[] = "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],"
+					       "\"max_tokens\":5\0}";
+		struct sim_request r;
+		struct sim_error e;
+
+		assert_int_equal(sim_request_parse(C, nul_body, sizeof(nul_body) - 1, &fcfs, &r, &e), -1);
+		assert_int_equal(e.status, 400);
+		assert_non_null(strstr(e.message, "invalid control character at byte 58"));
+	}
 	refused(C, "[1,2]", &fcfs, 400, NULL, "must be a JSON object");
 	refused(C, "{}", &fcfs, 400, "messages", "field required");
 	refused(C, "{\"messages\":[]}", &fcfs, 400, "messages", "non-empty");
