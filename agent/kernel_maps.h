@@ -60,7 +60,6 @@ int fg_maps_learn_source(struct fg_maps *m, const struct fg_src_key *k, uint32_t
  * fg_maps_* function that changes them calls it itself. */
 void fg_maps_sources_changed(struct fg_maps *m);
 
-/* Sum the per-CPU counters. */
 /* The published quota state is written by fairgated while fairgatectl
  * reads it from the pin (see fg_tenant_quota.updated_ns): a publish goes
  * begin, field stores, end; a reader takes a snapshot, consistent unless
@@ -68,6 +67,8 @@ void fg_maps_sources_changed(struct fg_maps *m);
 uint64_t fg_quota_write_begin(struct fg_tenant_quota *q);
 void fg_quota_write_end(struct fg_tenant_quota *q, uint64_t prev, uint64_t now_ns);
 bool fg_quota_snapshot(const struct fg_tenant_quota *q, struct fg_tenant_quota *out);
+
+/* Sum the per-CPU counters. */
 int fg_maps_tenant_counters(const struct fg_maps *m, uint32_t id, struct fg_tenant_counters *out);
 int fg_maps_node_counters(const struct fg_maps *m, struct fg_node_counters *out);
 
