@@ -108,24 +108,13 @@ static json_t *scheduling_json(struct fg_proxy *px)
 			 "engine", engine);
 }
 
-static char *hostport(const struct fg_hostport *hp, char *buf, size_t len)
-{
-	bool v6 = strchr(hp->host, ':') != NULL;
-
-	if (!hp->host[0] && !hp->port)
-		snprintf(buf, len, "off");
-	else
-		snprintf(buf, len, "%s%s%s:%u", v6 ? "[" : "", hp->host, v6 ? "]" : "", hp->port);
-	return buf;
-}
-
 /* Where the proxy really listens: transparent mode without agent.listen
  * picks an ephemeral port, which the policy cannot say. */
 static const char *listen_desc(const struct fg_proxy *px, const struct fg_agent *a, char *buf,
 			       size_t len)
 {
 	if (px->listen_fd < 0)
-		return hostport(&a->listen, buf, len);
+		return fg_hostport_format(&a->listen, buf, len);
 	fg_proxy_listen_desc(px->listen_fd, buf, len);
 	return buf;
 }
@@ -155,8 +144,9 @@ static json_t *cmd_status(struct fg_agent_state *st, json_t *req, char *err, siz
 			 " s:{s:I, s:f}, s:o, s:o}",
 			 "mode", a->mode == FG_MODE_TRANSPARENT ? "transparent" : "front",
 			 "listen", listen_desc(px, a, l, sizeof(l)),
-			 "engine", hostport(&a->engine, e, sizeof(e)),
-			 "metrics_listen", hostport(&a->metrics_listen, m, sizeof(m)),
+			 "engine", fg_hostport_format(&a->engine, e, sizeof(e)),
+			 "metrics_listen", a->metrics_listen.host[0] ?
+				 fg_hostport_format(&a->metrics_listen, m, sizeof(m)) : "off",
 			 "kernel_enforcement", st->kernel != NULL,
 			 "uptime_s", (double)(fg_now_ns() - px->started_ns) / 1e9,
 			 "tenant_count", (int)px->quota.n, "client_connections", (int)px->n_clients,

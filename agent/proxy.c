@@ -38,9 +38,10 @@ int fg_listen_tcp(const struct fg_hostport *hp, char *err, size_t errlen, const 
 	}
 	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
 	if (bind(fd, (struct sockaddr *)&ss, len) || listen(fd, LISTEN_BACKLOG)) {
-		snprintf(err, errlen, "%s: cannot listen on %s%s%s:%u: %s", what,
-			 ss.ss_family == AF_INET6 ? "[" : "", hp->host,
-			 ss.ss_family == AF_INET6 ? "]" : "", hp->port, strerror(errno));
+		char where[FG_HOSTPORT_MAX + 8];
+
+		snprintf(err, errlen, "%s: cannot listen on %s: %s", what,
+			 fg_hostport_format(hp, where, sizeof(where)), strerror(errno));
 		close(fd);
 		return -1;
 	}
@@ -163,13 +164,12 @@ int fg_proxy_start(struct fg_agent_state *st, char *err, size_t errlen)
 	fg_proxy_publish_all(st);
 	char where[64];
 	fg_proxy_listen_desc(px->listen_fd, where, sizeof(where));
-	char metrics[80] = "off";
-	if (a->metrics_listen.port)
-		snprintf(metrics, sizeof(metrics), "%s:%u", a->metrics_listen.host,
-			 a->metrics_listen.port);
-	fprintf(stderr, "fairgated: proxy on %s (%s mode), engine %s:%u, metrics %s\n", where,
-		a->mode == FG_MODE_TRANSPARENT ? "transparent" : "front", a->engine.host,
-		a->engine.port, metrics);
+	char engine[FG_HOSTPORT_MAX + 8], metrics[FG_HOSTPORT_MAX + 8];
+	fprintf(stderr, "fairgated: proxy on %s (%s mode), engine %s, metrics %s\n", where,
+		a->mode == FG_MODE_TRANSPARENT ? "transparent" : "front",
+		fg_hostport_format(&a->engine, engine, sizeof(engine)),
+		a->metrics_listen.host[0] ?
+			fg_hostport_format(&a->metrics_listen, metrics, sizeof(metrics)) : "off");
 	return 0;
 
 fail:

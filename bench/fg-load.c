@@ -839,8 +839,7 @@ static int parse_target(const char *arg)
 	}
 	if (fg_hostport_sockaddr(&hp, &cfg.addr, &cfg.addrlen))
 		return -1;
-	snprintf(cfg.host_header, sizeof(cfg.host_header), cfg.addr.ss_family == AF_INET6 ?
-		 "[%s]:%u" : "%s:%u", hp.host, hp.port);
+	fg_hostport_format(&hp, cfg.host_header, sizeof(cfg.host_header));
 	return 0;
 }
 

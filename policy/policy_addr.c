@@ -161,6 +161,14 @@ bool fg_cidr_overlap(const struct fg_cidr *a, const struct fg_cidr *b)
 	return fg_cidr_contains(a, b) || fg_cidr_contains(b, a);
 }
 
+char *fg_hostport_format(const struct fg_hostport *hp, char *buf, size_t len)
+{
+	bool v6 = strchr(hp->host, ':') != NULL;
+
+	snprintf(buf, len, "%s%s%s:%u", v6 ? "[" : "", hp->host, v6 ? "]" : "", hp->port);
+	return buf;
+}
+
 void fg_cidr_format(const struct fg_cidr *c, char *buf, size_t len)
 {
 	char host[INET6_ADDRSTRLEN];

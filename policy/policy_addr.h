@@ -26,6 +26,9 @@ bool fg_cidr_contains(const struct fg_cidr *outer, const struct fg_cidr *inner);
 /* Either contains the other (prefixes overlap iff one contains the other). */
 bool fg_cidr_overlap(const struct fg_cidr *a, const struct fg_cidr *b);
 void fg_cidr_format(const struct fg_cidr *c, char *buf, size_t len);
+/* "127.0.0.1:8000" / "[::1]:8000", the way fg_parse_hostport reads it;
+ * returns buf. */
+char *fg_hostport_format(const struct fg_hostport *hp, char *buf, size_t len);
 
 /* A numeric IPv4/IPv6 host (no brackets) and a port as a sockaddr; -1 if the
  * host is not numeric. The one conversion the agent, the simulator and the

@@ -438,7 +438,7 @@ static int decode_agent(struct fg_pctx *c, const struct fg_ynode *v, void *base,
 		return fg_pfail(c, at_either(v, "engine", "listen"),
 				"agent.engine %s:%u is the agent's own listen address; the proxy would forward to itself",
 				a->engine.host, a->engine.port);
-	if (a->metrics_listen.port && same_endpoint(&a->listen, &a->metrics_listen))
+	if (a->metrics_listen.host[0] && same_endpoint(&a->listen, &a->metrics_listen))
 		return fg_pfail(c, at_either(v, "metrics_listen", "listen"),
 				"agent.metrics_listen %s:%u collides with agent.listen %s:%u",
 				a->metrics_listen.host, a->metrics_listen.port, a->listen.host,
