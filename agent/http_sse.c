@@ -52,8 +52,9 @@ bool fg_usage_from_json(const json_t *obj, struct fg_usage *u)
  * object with no tree, and this reader applies fg_usage_from_json's rules
  * (numbers count, anything else reads 0, the last duplicate key wins).
  * Where yajl is laxer than jansson (escapes: \u0000, lone surrogates; \v
- * and \f as blanks; integers beyond 64 bits; very deep nesting) it does not
- * guess: it answers "not sure" and the caller parses with jansson. */
+ * and \f as blanks; overlong UTF-8; integers beyond 64 bits; very deep
+ * nesting) it does not guess: it answers "not sure" and the caller parses
+ * with jansson. */
 
 enum usage_key { UK_OTHER, UK_PROMPT, UK_COMPLETION, UK_DETAILS, UK_CACHED };
 
@@ -231,6 +232,9 @@ int fg_usage_parse(const char *p, size_t n, struct fg_usage *u)
 	/* what yajl reads more leniently than jansson, jansson reads */
 	if (memchr(p, '\\', n) || memchr(p, '\v', n) || memchr(p, '\f', n) || memchr(p, 0, n))
 		return -1;
+	for (size_t k = 0; k < n; k++)
+		if ((unsigned char)p[k] >= 0x80)
+			return -1; /* yajl takes UTF-8 jansson refuses (overlong forms) */
 	yajl_handle h = yajl_alloc(&usage_callbacks, NULL, &s);
 	if (!h)
 		return -1;

@@ -376,6 +376,8 @@ static void usage_reader_agrees_with_jansson(void **state)
 		{ "{\"prompt_tokens\":1,\"k\":\"\\ud800\"}", false },
 		{ "{\f\"prompt_tokens\":1}", false },
 		{ "{\"prompt_tokens\":1,}", false },
+		{ "{\"k\xc0\xb6\":1,\"prompt_tokens\":2}", false }, /* overlong UTF-8 */
+		{ "{\"k\xc3\xa9\":1,\"prompt_tokens\":2}", false }, /* any UTF-8 beyond ASCII */
 	};
 	char deep[300];
 
