@@ -17,6 +17,7 @@
 
 #include "agent/buf.h"
 #include "agent/http_request.h"
+#include "agent/json_number.h"
 
 #define MAX_CHOICES 128     /* OpenAI's own limit on n */
 #define MAX_DEPTH 2048      /* jansson's limit, which bodies were held to before */
@@ -427,8 +428,8 @@ static int cb_boolean(void *ctx, int b)
 static int cb_number(void *ctx, const char *s, size_t l)
 {
 	struct scan *sc = ctx;
-	bool real = memchr(s, '.', l) || memchr(s, 'e', l) || memchr(s, 'E', l);
-	long long i = 0;
+	long long i;
+	double d;
 
 	if (l + 1 > sc->num_cap) {
 		char *n = realloc(sc->num, l + 1);
@@ -437,19 +438,13 @@ static int cb_number(void *ctx, const char *s, size_t l)
 		sc->num = n;
 		sc->num_cap = l + 1;
 	}
-	memcpy(sc->num, s, l);
-	sc->num[l] = 0;
-	errno = 0;
-	if (real) {
-		double d = strtod(sc->num, NULL);
-		if ((d == HUGE_VAL || d == -HUGE_VAL) && errno == ERANGE)
-			return fail_with(sc, "real number overflow");
-	} else {
-		i = strtoll(sc->num, NULL, 10);
-		if (errno == ERANGE)
-			return fail_with(sc, "too big integer");
-	}
-	if (!on_value(sc, real ? V_REAL : V_INT, 0, false, i))
+	enum fg_json_number kind = fg_json_number(s, l, sc->num, &d, &i);
+
+	if (kind == FG_JSON_REAL_OVERFLOW)
+		return fail_with(sc, "real number overflow");
+	if (kind == FG_JSON_INT_TOO_BIG)
+		return fail_with(sc, "too big integer");
+	if (!on_value(sc, kind == FG_JSON_REAL ? V_REAL : V_INT, 0, false, i))
 		return 0;
 	value_ended(sc, sc->depth);
 	return 1;

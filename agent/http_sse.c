@@ -1,12 +1,10 @@
 /* http_sse.c — event-by-event SSE relay with usage extraction; see
  * http_sse.h. */
-#include <errno.h>
 #include <jansson.h>
-#include <math.h>
-#include <stdlib.h>
 #include <string.h>
 #include <yajl/yajl_parse.h>
 #include "agent/http_sse.h"
+#include "agent/json_number.h"
 
 void fg_sse_init(struct fg_sse *s, bool hide_usage_chunk)
 {
@@ -121,30 +119,18 @@ static int u_boolean(void *ctx, int b)
 static int u_number(void *ctx, const char *p, size_t n)
 {
 	struct usage_scan *s = ctx;
-	char tmp[64], *end;
-	bool real = memchr(p, '.', n) || memchr(p, 'e', n) || memchr(p, 'E', n);
+	char tmp[64];
+	long long i;
 	double v;
 
-	if (n >= sizeof(tmp)) {
+	enum fg_json_number kind;
+
+	/* a token this long, or a number jansson refuses: jansson decides */
+	if (n >= sizeof(tmp) || (kind = fg_json_number(p, n, tmp, &v, &i)) == FG_JSON_INT_TOO_BIG ||
+	    kind == FG_JSON_REAL_OVERFLOW) {
 		s->unsure = true;
 		return 0;
 	}
-	memcpy(tmp, p, n);
-	tmp[n] = 0;
-	errno = 0;
-	if (real) {
-		v = strtod(tmp, &end);
-		/* jansson refuses an overflowing real; an underflow reads ~0 */
-		if (errno == ERANGE && (v == HUGE_VAL || v == -HUGE_VAL))
-			s->unsure = true;
-	} else {
-		long long i = strtoll(tmp, &end, 10);
-		if (errno == ERANGE)
-			s->unsure = true; /* jansson: "too big integer" */
-		v = (double)i;
-	}
-	if (s->unsure || *end)
-		return s->unsure = true, 0;
 	return usage_value(s, &v);
 }
 
