@@ -63,7 +63,7 @@ int fg_cmd_policy_apply(int argc, char **argv)
 		{ "ctl", required_argument, NULL, 'c' },
 		{ 0 }
 	};
-	const char *ctl = getenv("FAIRGATE_CTL");
+	const char *ctl = NULL;
 	int opt, json = 0;
 	char err[512];
 
@@ -106,7 +106,7 @@ int fg_cmd_policy_apply(int argc, char **argv)
 
 	json_t *req = json_pack("{s:s, s:s, s:s}", "cmd", "policy_apply", "file", file, "policy", text);
 	free(text);
-	json_t *reply = fg_ctl_call(ctl && *ctl ? ctl : FG_CTL_SOCK_PATH, req, err, sizeof(err));
+	json_t *reply = fg_ctl_call(fg_ctl_path(ctl), req, err, sizeof(err));
 	json_decref(req);
 	if (!reply) {
 		fprintf(stderr, "fairgatectl: %s\n", err);

@@ -388,6 +388,15 @@ void fg_ctl_server_stop(struct fg_agent_state *st)
 
 /* ---- client ---- */
 
+const char *fg_ctl_path(const char *flag)
+{
+	const char *env = getenv("FAIRGATE_CTL");
+
+	if (flag)
+		return flag;
+	return env && *env ? env : FG_CTL_SOCK_PATH;
+}
+
 json_t *fg_ctl_call(const char *sock_path, json_t *req, char *err, size_t errlen)
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };

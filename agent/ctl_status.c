@@ -14,14 +14,6 @@
 #include "agent/ctl_commands.h"
 #include "agent/ctl_server.h"
 
-static const char *ctl_path(const char *flag)
-{
-	if (flag)
-		return flag;
-	const char *env = getenv("FAIRGATE_CTL");
-	return env && *env ? env : FG_CTL_SOCK_PATH;
-}
-
 static double num(const json_t *o, const char *k)
 {
 	return json_number_value(json_object_get(o, k));
@@ -141,7 +133,7 @@ int fg_cmd_status(int argc, char **argv)
 		return 2;
 	}
 	json_t *req = json_pack("{s:s}", "cmd", "status");
-	json_t *reply = fg_ctl_call(ctl_path(ctl), req, err, sizeof(err));
+	json_t *reply = fg_ctl_call(fg_ctl_path(ctl), req, err, sizeof(err));
 	json_decref(req);
 	if (!reply) {
 		fprintf(stderr, "fairgatectl: %s\n", err);

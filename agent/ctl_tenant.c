@@ -30,8 +30,8 @@ struct tenant_opts {
 	const char *name;
 };
 
-static int parse_opts(int argc, char **argv, struct tenant_opts *o, int want_name,
-		      const char *usage)
+/* One run of getopt over the options, from optind on; -1 on a bad one. */
+static int take_options(int argc, char **argv, struct tenant_opts *o, const char *usage)
 {
 	static const struct option longopts[] = {
 		{ "json", no_argument, NULL, 'j' },
@@ -44,11 +44,6 @@ static int parse_opts(int argc, char **argv, struct tenant_opts *o, int want_nam
 	};
 	int opt;
 
-	memset(o, 0, sizeof(*o));
-	o->pin_dir = getenv("FAIRGATE_PIN_DIR") ? getenv("FAIRGATE_PIN_DIR") : FG_PIN_DIR;
-	o->ctl = getenv("FAIRGATE_CTL") ? getenv("FAIRGATE_CTL") : FG_CTL_SOCK_PATH;
-	/* argv[0] is the first word after the subcommand: getopt skips it. */
-	optind = 0;
 	while ((opt = getopt_long(argc + 1, argv - 1, "+h", longopts, NULL)) != -1) {
 		switch (opt) {
 		case 'j': o->json = 1; break;
@@ -60,20 +55,24 @@ static int parse_opts(int argc, char **argv, struct tenant_opts *o, int want_nam
 		default: fprintf(stderr, "usage: fairgatectl %s\n", usage); return -1;
 		}
 	}
+	return 0;
+}
+
+static int parse_opts(int argc, char **argv, struct tenant_opts *o, int want_name,
+		      const char *usage)
+{
+	memset(o, 0, sizeof(*o));
+	o->pin_dir = getenv("FAIRGATE_PIN_DIR") ? getenv("FAIRGATE_PIN_DIR") : FG_PIN_DIR;
+	/* argv[0] is the first word after the subcommand: getopt skips it. */
+	optind = 0;
+	if (take_options(argc, argv, o, usage))
+		return -1;
 	/* Options may come before or after NAME. */
 	if (want_name) {
 		if (optind < argc + 1)
 			o->name = argv[optind++ - 1];
-		while ((opt = getopt_long(argc + 1, argv - 1, "+h", longopts, NULL)) != -1) {
-			switch (opt) {
-			case 'j': o->json = 1; break;
-			case 'd': o->pin_dir = optarg; break;
-			case 'c': o->ctl = optarg; break;
-			case 'm': o->mode = optarg; break;
-			case 'f': o->dur = optarg; break;
-			default: fprintf(stderr, "usage: fairgatectl %s\n", usage); return -1;
-			}
-		}
+		if (take_options(argc, argv, o, usage))
+			return -1;
 		if (!o->name) {
 			fprintf(stderr, "usage: fairgatectl %s\n", usage);
 			return -1;
@@ -372,7 +371,7 @@ static int call(const struct tenant_opts *o, json_t *req, json_t **reply)
 {
 	char err[512];
 
-	*reply = fg_ctl_call(o->ctl, req, err, sizeof(err));
+	*reply = fg_ctl_call(fg_ctl_path(o->ctl), req, err, sizeof(err));
 	json_decref(req);
 	if (!*reply) {
 		fprintf(stderr, "fairgatectl: %s\n", err);
