@@ -343,12 +343,7 @@ int fg_kernel_open(struct fg_agent_state *st, char *err, size_t errlen)
 		fg_kernel_explain(err, errlen, "loading the gate program", rc);
 		goto fail;
 	}
-	if (fg_maps_from_fds(&k->maps, bpf_map__fd(k->gate->maps.tenants),
-			     bpf_map__fd(k->gate->maps.tenant_stats),
-			     bpf_map__fd(k->gate->maps.src_tenant),
-			     bpf_map__fd(k->gate->maps.src_learned), bpf_map__fd(k->gate->maps.node),
-			     bpf_map__fd(k->gate->maps.node_stats),
-			     bpf_map__fd(k->gate->maps.shed_events), err, errlen))
+	if (fg_maps_from_object(&k->maps, k->gate->obj, err, errlen))
 		goto fail;
 	if (fg_maps_apply_policy(&k->maps, st->policy, err, errlen))
 		goto fail;

@@ -98,17 +98,25 @@ static void maps_reset(struct fg_maps *m)
 	m->node_fd = m->node_stats_fd = m->shed_events_fd = -1;
 }
 
+/* Each map by its name (its pin's, and its name in a BPF object) and the
+ * field its fd goes in. */
+struct map_slot {
+	const char *name;
+	int *fd;
+};
+#define MAP_SLOTS(m) { \
+	{ FG_MAP_TENANTS, &(m)->tenants_fd }, \
+	{ FG_MAP_TENANT_STATS, &(m)->tenant_stats_fd }, \
+	{ FG_MAP_SRC_TENANT, &(m)->src_tenant_fd }, \
+	{ FG_MAP_SRC_LEARNED, &(m)->src_learned_fd }, \
+	{ FG_MAP_NODE, &(m)->node_fd }, \
+	{ FG_MAP_NODE_STATS, &(m)->node_stats_fd }, \
+	{ FG_MAP_SHED_EVENTS, &(m)->shed_events_fd }, \
+}
+
 int fg_maps_open_pinned(struct fg_maps *m, const char *pin_dir, char *err, size_t errlen)
 {
-	struct { const char *name; int *fd; } pins[] = {
-		{ FG_MAP_TENANTS, &m->tenants_fd },
-		{ FG_MAP_TENANT_STATS, &m->tenant_stats_fd },
-		{ FG_MAP_SRC_TENANT, &m->src_tenant_fd },
-		{ FG_MAP_SRC_LEARNED, &m->src_learned_fd },
-		{ FG_MAP_NODE, &m->node_fd },
-		{ FG_MAP_NODE_STATS, &m->node_stats_fd },
-		{ FG_MAP_SHED_EVENTS, &m->shed_events_fd },
-	};
+	struct map_slot pins[] = MAP_SLOTS(m);
 	char path[PATH_MAX];
 
 	maps_reset(m);
@@ -139,18 +147,21 @@ int fg_maps_open_pinned(struct fg_maps *m, const char *pin_dir, char *err, size_
 	return 0;
 }
 
-int fg_maps_from_fds(struct fg_maps *m, int tenants_fd, int tenant_stats_fd, int src_tenant_fd,
-		     int src_learned_fd, int node_fd, int node_stats_fd, int shed_events_fd,
-		     char *err, size_t errlen)
+int fg_maps_from_object(struct fg_maps *m, const struct bpf_object *obj, char *err, size_t errlen)
 {
 	maps_reset(m);
-	m->tenants_fd = tenants_fd;
-	m->tenant_stats_fd = tenant_stats_fd;
-	m->src_tenant_fd = src_tenant_fd;
-	m->src_learned_fd = src_learned_fd;
-	m->node_fd = node_fd;
-	m->node_stats_fd = node_stats_fd;
-	m->shed_events_fd = shed_events_fd;
+	struct map_slot slots[] = MAP_SLOTS(m);
+
+	for (size_t i = 0; i < sizeof(slots) / sizeof(slots[0]); i++) {
+		const struct bpf_map *map = bpf_object__find_map_by_name(obj, slots[i].name);
+
+		*slots[i].fd = map ? bpf_map__fd(map) : -1;
+		if (*slots[i].fd < 0) {
+			snprintf(err, errlen, "the BPF object has no loaded map %s", slots[i].name);
+			fg_maps_close(m);
+			return -1;
+		}
+	}
 	if (map_mmaps(m, err, errlen)) {
 		fg_maps_close(m);
 		return -1;

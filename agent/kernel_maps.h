@@ -33,10 +33,10 @@ struct fg_maps {
 
 /* Open the pins under pin_dir. Returns 0, or -1 with one line in err. */
 int fg_maps_open_pinned(struct fg_maps *m, const char *pin_dir, char *err, size_t errlen);
-/* Wrap fds owned by someone else (a skeleton); only the mmaps are ours. */
-int fg_maps_from_fds(struct fg_maps *m, int tenants_fd, int tenant_stats_fd, int src_tenant_fd,
-		     int src_learned_fd, int node_fd, int node_stats_fd, int shed_events_fd,
-		     char *err, size_t errlen);
+/* The maps of a loaded BPF object (a skeleton's obj), found by name; the
+ * fds stay the object's, only the mmaps are ours. */
+struct bpf_object;
+int fg_maps_from_object(struct fg_maps *m, const struct bpf_object *obj, char *err, size_t errlen);
 void fg_maps_close(struct fg_maps *m);
 
 /* Tenant id by name among active slots; -1 if none. */

@@ -335,10 +335,7 @@ static int fill_maps(struct gate_bpf *skel, struct fg_maps *m)
 	p->agent.n_protected_ports = 1;
 	p->agent.protected_ports[0] = 8000;
 	p->agent.deny_allowance_per_s = 0; /* measure the verdicts, not the allowance */
-	if (fg_maps_from_fds(m, bpf_map__fd(skel->maps.tenants), bpf_map__fd(skel->maps.tenant_stats),
-			     bpf_map__fd(skel->maps.src_tenant), bpf_map__fd(skel->maps.src_learned),
-			     bpf_map__fd(skel->maps.node), bpf_map__fd(skel->maps.node_stats),
-			     bpf_map__fd(skel->maps.shed_events), err, sizeof(err)) ||
+	if (fg_maps_from_object(m, skel->obj, err, sizeof(err)) ||
 	    fg_maps_apply_policy(m, p, err, sizeof(err))) {
 		fprintf(stderr, "fg-gate-bench: %s\n", err);
 		free(p);

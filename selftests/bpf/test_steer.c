@@ -206,11 +206,7 @@ static int setup(void **state)
 	close(netns);
 	if (!steer_link)
 		return -1;
-	if (fg_maps_from_fds(&maps, bpf_map__fd(skel->maps.tenants),
-			     bpf_map__fd(skel->maps.tenant_stats), bpf_map__fd(skel->maps.src_tenant),
-			     bpf_map__fd(skel->maps.src_learned), bpf_map__fd(skel->maps.node),
-			     bpf_map__fd(skel->maps.node_stats), bpf_map__fd(skel->maps.shed_events),
-			     err, sizeof(err))) {
+	if (fg_maps_from_object(&maps, skel->obj, err, sizeof(err))) {
 		fprintf(stderr, "maps: %s\n", err);
 		return -1;
 	}

@@ -280,13 +280,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 		bpf_map__set_pin_path(map, NULL);
 	FUZZ_CHECK(!gate_bpf__load(skel), "load gate");
 	prog_fd = bpf_program__fd(skel->progs.fg_gate);
-	FUZZ_CHECK(!fg_maps_from_fds(&maps, bpf_map__fd(skel->maps.tenants),
-				     bpf_map__fd(skel->maps.tenant_stats),
-				     bpf_map__fd(skel->maps.src_tenant),
-				     bpf_map__fd(skel->maps.src_learned), bpf_map__fd(skel->maps.node),
-				     bpf_map__fd(skel->maps.node_stats),
-				     bpf_map__fd(skel->maps.shed_events), err, sizeof(err)),
-		   "maps: %s", err);
+	FUZZ_CHECK(!fg_maps_from_object(&maps, skel->obj, err, sizeof(err)), "maps: %s", err);
 	scene();
 	return 0;
 }
