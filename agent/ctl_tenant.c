@@ -164,7 +164,7 @@ static json_t *tenant_json(const struct fg_maps *m, uint32_t id, uint64_t now)
 	fg_quota_snapshot(&t->quota, &snap);
 	fg_maps_tenant_counters(m, id, &c);
 	return json_pack("{s:s, s:i, s:s, s:i, s:s, s:f, s:s, "
-			 "s:{s:I, s:I, s:I, s:I, s:I, s:I}, "
+			 "s:{s:I, s:I, s:I, s:I, s:I, s:I, s:I}, "
 			 "s:{s:I, s:I, s:I, s:I, s:I, s:I, s:i, s:i, s:I, s:I, s:b}}",
 			 "name", t->name, "id", (int)id, "tier", t->tier, "tier_rank", (int)t->tier_rank,
 			 "verdict", fg_verdict_name(v), "deny_remaining_s", left, "deny_source",
@@ -173,7 +173,8 @@ static json_t *tenant_json(const struct fg_maps *m, uint32_t id, uint64_t now)
 			 "syn_passed", (json_int_t)c.syn_passed, "syn_delayed", (json_int_t)c.syn_delayed,
 			 "syn_shed", (json_int_t)c.syn_shed, "allowance_used",
 			 (json_int_t)c.allowance_used, "overload_shed", (json_int_t)c.overload_shed,
-			 "steer_refused", (json_int_t)c.steer_refused,
+			 "steer_refused", (json_int_t)c.steer_refused, "shed_dropped",
+			 (json_int_t)c.shed_dropped,
 			 "quota",
 			 "bucket_units", (json_int_t)q->bucket_units, "rate_units_per_s",
 			 (json_int_t)q->rate_units_per_s, "burst_units", (json_int_t)q->burst_units,
@@ -338,6 +339,9 @@ int fg_cmd_tenant_show(int argc, char **argv)
 	       json_integer_value(json_object_get(c, "syn_shed")),
 	       json_integer_value(json_object_get(c, "overload_shed")),
 	       json_integer_value(json_object_get(c, "allowance_used")));
+	if (json_integer_value(json_object_get(c, "shed_dropped")))
+		printf("              shed past the RST budget (dropped) %lld\n",
+		       json_integer_value(json_object_get(c, "shed_dropped")));
 	printf("  bucket      %lld of %lld units, refill %lld/s, reserved %lld%s\n",
 	       json_integer_value(json_object_get(q, "bucket_units")),
 	       json_integer_value(json_object_get(q, "burst_units")),

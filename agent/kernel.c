@@ -303,7 +303,8 @@ static void on_shed_ready(struct fg_loop *loop, int fd, uint32_t events, void *c
 			"fairgated: %llu sampled shed events; last: tenant %s from %s:%u (%s)\n",
 			(unsigned long long)k->shed_events, who, addr, k->last_shed.sport,
 			k->last_shed.reason == FG_SHED_DELAY ? "delay" :
-			k->last_shed.reason == FG_SHED_OVERLOAD ? "overload" : "rst");
+			k->last_shed.reason == FG_SHED_OVERLOAD ? "overload" :
+			k->last_shed.reason == FG_SHED_RST_BUDGET ? "dropped: RST budget spent" : "rst");
 		k->shed_events = 0;
 		k->shed_logged_ns = now;
 	}

@@ -525,10 +525,23 @@ static void fill_tenant(struct fg_tenant_state *t, const struct fg_policy *p,
 	__atomic_store_n(&t->flags, FG_TENANT_ACTIVE, __ATOMIC_RELEASE);
 }
 
+/* A per-second rate as gate's GCRA sees it: one per interval, bursts of
+ * one second's worth (at least one); rate 0 gives 0/0, which gate reads as
+ * "none" (allowance) or "no limit" (RST budget). */
+static void gcra_from_rate(double rate, __u64 *interval_ns, __u32 *burst)
+{
+	if (rate > 0 && isfinite(rate)) {
+		*interval_ns = (uint64_t)(1e9 / rate);
+		*burst = rate < 1 ? 1 : (uint32_t)ceil(rate);
+	} else {
+		*interval_ns = 0;
+		*burst = 0;
+	}
+}
+
 static int apply_node(struct fg_maps *m, const struct fg_policy *p)
 {
 	struct fg_node_state *n = m->node;
-	double rate = p->agent.deny_allowance_per_s;
 	uint32_t np = p->agent.n_protected_ports;
 
 	if (np > FG_MAX_PROTECTED_PORTS)
@@ -540,13 +553,8 @@ static int apply_node(struct fg_maps *m, const struct fg_policy *p)
 		n->protected_ports[i] = i < np ? p->agent.protected_ports[i] : 0;
 	__atomic_store_n(&n->n_protected_ports, np, __ATOMIC_RELEASE);
 
-	if (rate > 0 && isfinite(rate)) {
-		n->allow_interval_ns = (uint64_t)(1e9 / rate);
-		n->allow_burst = rate < 1 ? 1 : (uint32_t)ceil(rate);
-	} else {
-		n->allow_interval_ns = 0;
-		n->allow_burst = 0;
-	}
+	gcra_from_rate(p->agent.deny_allowance_per_s, &n->allow_interval_ns, &n->allow_burst);
+	gcra_from_rate(p->agent.shed_rst_per_s, &n->rst_interval_ns, &n->rst_burst);
 	if (!n->shed_sample_mask)
 		n->shed_sample_mask = SHED_SAMPLE_MASK_DEFAULT;
 	if (!(n->src_hash_key[0] | n->src_hash_key[1])) {

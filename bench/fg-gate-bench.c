@@ -8,9 +8,10 @@
  * learned source and from a CIDR-only source (both answered by gate's
  * attribution cache after the first SYN), the same two with the cache
  * turned off (node.attr_gen = 0: every SYN does the map lookups, as the
- * first SYN of a source does), and a shed SYN (judged, rewritten into an
- * RST, XDP_TX). Each case times gate and the bare program alternately in
- * the same run.
+ * first SYN of a source does), a shed SYN (judged, rewritten into an
+ * RST, XDP_TX), and a shed SYN of a flood that has spent its tenant's RST
+ * budget (judged, dropped). Each case times gate and the bare program
+ * alternately in the same run.
  *
  * Shed rewrites its packet, and the kernel never restores packet data
  * between repeats, so from the second repeat on gate would be timing an
@@ -150,6 +151,16 @@ static double run_once(int prog_fd, const struct frame *f, unsigned repeat, int 
 }
 
 static double median(double *v, int n);
+
+#define HOUR_NS (3600ull * 1000000000ull)
+
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
 
 /* ---- the restore harness (see the top comment) ---- */
 
@@ -335,6 +346,8 @@ static int fill_maps(struct gate_bpf *skel, struct fg_maps *m)
 	p->agent.n_protected_ports = 1;
 	p->agent.protected_ports[0] = 8000;
 	p->agent.deny_allowance_per_s = 0; /* measure the verdicts, not the allowance */
+	p->agent.shed_rst_per_s = 0;       /* every shed SYN gets its RST, except in
+					    * the case that spends the budget */
 	if (fg_maps_from_object(m, skel->obj, err, sizeof(err)) ||
 	    fg_maps_apply_policy(m, p, err, sizeof(err))) {
 		fprintf(stderr, "fg-gate-bench: %s\n", err);
@@ -465,15 +478,8 @@ int main(int argc, char **argv)
 	make_frame(&syn_delay, 9, 1, 7);
 	make_frame(&syn_cidr, 9, 1, 99);
 	make_frame(&syn_shed, 11, 1, 7);
-	{
-		struct timespec ts;
-		uint64_t now;
-
-		clock_gettime(CLOCK_MONOTONIC, &ts);
-		now = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-		fg_maps_set_deny(&m, 9, now + 3600ull * 1000000000ull, FG_VERDICT_DELAY, 1);
-		fg_maps_set_deny(&m, 11, now + 3600ull * 1000000000ull, FG_VERDICT_SHED, 1);
-	}
+	fg_maps_set_deny(&m, 9, mono_ns() + HOUR_NS, FG_VERDICT_DELAY, 1);
+	fg_maps_set_deny(&m, 11, mono_ns() + HOUR_NS, FG_VERDICT_SHED, 1);
 
 	enum mode { DIRECT, RESTORED, SINGLE };
 	struct {
@@ -483,18 +489,20 @@ int main(int argc, char **argv)
 		enum mode mode;
 		int uncached;
 		uint32_t spoof_base;
+		int rst_budget_spent;
 	} cases[] = {
-		{ "ack (established flow)", "pass", &ack, XDP_PASS, 9, DIRECT, 0, 0 },
-		{ "syn, tenant allowed", "pass", &syn_ok, XDP_PASS, 7, DIRECT, 0, 0 },
-		{ "syn, tenant delayed", "drop", &syn_delay, XDP_DROP, 9, DIRECT, 0, 0 },
-		{ "syn, delayed, CIDR only", "drop", &syn_cidr, XDP_DROP, 9, DIRECT, 0, 0 },
-		{ "syn, delayed, uncached", "drop", &syn_delay, XDP_DROP, 9, DIRECT, 1, 0 },
-		{ "syn, delayed, CIDR, uncached", "drop", &syn_cidr, XDP_DROP, 9, DIRECT, 1, 0 },
-		{ "syn, tenant delayed", "drop", &syn_delay, XDP_DROP, 9, RESTORED, 0, 0 },
-		{ "syn, tenant shed", "tx rst", &syn_shed, XDP_TX, 11, RESTORED, 0, 0 },
-		{ "syn, delayed, spoofed src", "drop", &syn_delay, XDP_DROP, 9, RESTORED, 0, SPOOF_BASE },
-		{ "syn, tenant delayed (1/run)", "drop", &syn_delay, XDP_DROP, 9, SINGLE, 0, 0 },
-		{ "syn, tenant shed (1/run)", "tx rst", &syn_shed, XDP_TX, 11, SINGLE, 0, 0 },
+		{ "ack (established flow)", "pass", &ack, XDP_PASS, 9, DIRECT, 0, 0, 0 },
+		{ "syn, tenant allowed", "pass", &syn_ok, XDP_PASS, 7, DIRECT, 0, 0, 0 },
+		{ "syn, tenant delayed", "drop", &syn_delay, XDP_DROP, 9, DIRECT, 0, 0, 0 },
+		{ "syn, delayed, CIDR only", "drop", &syn_cidr, XDP_DROP, 9, DIRECT, 0, 0, 0 },
+		{ "syn, delayed, uncached", "drop", &syn_delay, XDP_DROP, 9, DIRECT, 1, 0, 0 },
+		{ "syn, delayed, CIDR, uncached", "drop", &syn_cidr, XDP_DROP, 9, DIRECT, 1, 0, 0 },
+		{ "syn, tenant delayed", "drop", &syn_delay, XDP_DROP, 9, RESTORED, 0, 0, 0 },
+		{ "syn, tenant shed", "tx rst", &syn_shed, XDP_TX, 11, RESTORED, 0, 0, 0 },
+		{ "syn, shed past RST budget", "drop", &syn_shed, XDP_DROP, 11, DIRECT, 0, 0, 1 },
+		{ "syn, delayed, spoofed src", "drop", &syn_delay, XDP_DROP, 9, RESTORED, 0, SPOOF_BASE, 0 },
+		{ "syn, tenant delayed (1/run)", "drop", &syn_delay, XDP_DROP, 9, SINGLE, 0, 0, 0 },
+		{ "syn, tenant shed (1/run)", "tx rst", &syn_shed, XDP_TX, 11, SINGLE, 0, 0, 0 },
 	};
 	uint32_t attr_gen = m.node->attr_gen;
 
@@ -507,6 +515,12 @@ int main(int argc, char **argv)
 		uint64_t want_judged = 0, judged;
 
 		__atomic_store_n(&m.node->attr_gen, cases[c].uncached ? 0 : attr_gen, __ATOMIC_RELEASE);
+		/* A budget of one RST an hour, spent an hour ahead: a flood
+		 * that has used up its RSTs long ago. */
+		m.node->rst_interval_ns = cases[c].rst_budget_spent ? HOUR_NS : 0;
+		m.node->rst_burst = cases[c].rst_budget_spent ? 1 : 0;
+		if (cases[c].rst_budget_spent)
+			m.tenants[cases[c].tenant].rst_tat_ns = mono_ns() + HOUR_NS;
 		run_once(gate_fd, cases[c].f, 1, 0, &rv);
 		if (rv != cases[c].want) {
 			fprintf(stderr, "fg-gate-bench: %s: gate returned %d, want %d\n", cases[c].name,
@@ -549,7 +563,8 @@ int main(int argc, char **argv)
 		}
 		/* Proof the judged path ran every time it was meant to. */
 		fg_maps_tenant_counters(&m, (uint32_t)cases[c].tenant, &after);
-		judged = after.syn_shed + after.syn_delayed - before.syn_shed - before.syn_delayed;
+		judged = after.syn_shed + after.syn_delayed + after.shed_dropped - before.syn_shed -
+			 before.syn_delayed - before.shed_dropped;
 		if (judged < want_judged) {
 			fprintf(stderr, "fg-gate-bench: %s judged %llu SYNs, want %llu\n", cases[c].name,
 				(unsigned long long)judged, (unsigned long long)want_judged);

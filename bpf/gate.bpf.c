@@ -11,7 +11,8 @@
  *   inside a window or overloaded    → the allowance may still pass it,
  *                                      else delay (XDP_DROP: the client's
  *                                      TCP retries later) or shed (RST+ACK
- *                                      sent back with XDP_TX)
+ *                                      sent back with XDP_TX, within the
+ *                                      tenant's RST budget; past it, drop)
  *
  * Anything that cannot be parsed with certainty (truncated, fragmented,
  * unknown ethertype, bad header lengths) is not judged: XDP_PASS, and the
@@ -415,6 +416,13 @@ static __noinline void emit_event(struct xdp_md *ctx, __u32 tid, __u32 reason, _
 	bpf_ringbuf_output(&shed_events, &ev, sizeof(ev), 0);
 }
 
+/* SYNs of a tenant this CPU has refused so far: delayed, shed with an
+ * RST, and shed past the RST budget. */
+static __always_inline __u64 refusals(const struct fg_tenant_counters *tc)
+{
+	return tc->syn_delayed + tc->syn_shed + tc->shed_dropped;
+}
+
 /* One event per shed_sample_mask + 1 delays and sheds of a tenant on a CPU
  * (count is that CPU's total so far, so the first is always reported). */
 static __always_inline void sample_event(struct xdp_md *ctx, const struct fg_node_state *n,
@@ -556,12 +564,18 @@ int fg_gate(struct xdp_md *ctx)
 
 	if (verdict == FG_VERDICT_DELAY) {
 		tc->syn_delayed++;
-		sample_event(ctx, n, tid, FG_SHED_DELAY, tc->syn_delayed + tc->syn_shed, now);
+		sample_event(ctx, n, tid, FG_SHED_DELAY, refusals(tc), now);
+		return XDP_DROP;
+	}
+	/* Past the tenant's RST budget a shed SYN is dropped like a delayed
+	 * one: its client's TCP retries, and no RST goes to a forged source. */
+	if (!fg_rst_budget_take(t, n, now)) {
+		tc->shed_dropped++;
+		sample_event(ctx, n, tid, FG_SHED_RST_BUDGET, refusals(tc), now);
 		return XDP_DROP;
 	}
 	tc->syn_shed++;
 	tc->overload_shed += overload;
-	sample_event(ctx, n, tid, overload ? FG_SHED_OVERLOAD : FG_SHED_RST,
-		     tc->syn_delayed + tc->syn_shed, now);
+	sample_event(ctx, n, tid, overload ? FG_SHED_OVERLOAD : FG_SHED_RST, refusals(tc), now);
 	return refuse(ctx, &s, nc);
 }

@@ -117,25 +117,42 @@ static __always_inline int fg_port_protected(const struct fg_node_state *n, __u1
 	return 0;
 }
 
-/* The allowance: GCRA over one 64-bit "theoretical arrival time", so the
- * limit holds across CPUs without a lock (see maps/fairgate_maps.h). */
-static __always_inline int fg_allowance_take(struct fg_tenant_state *t, const struct fg_node_state *n,
-					     __u64 now)
+/* One GCRA over a 64-bit "theoretical arrival time": at most burst takes
+ * at once, then one per interval, and the limit holds across CPUs without
+ * a lock. A spent budget costs one load and a compare, which is what a
+ * flood meets. */
+static __always_inline int fg_gcra_take(__u64 *tat_ns, __u64 interval, __u32 burst, __u64 now)
 {
-	__u64 interval = n->allow_interval_ns, tolerance, tat, base;
+	__u64 tolerance = interval * (burst - 1), tat, base;
 
-	if (!interval || !n->allow_burst)
-		return 0;
-	tolerance = interval * (n->allow_burst - 1);
 	for (int i = 0; i < 4; i++) {
-		tat = *(volatile __u64 *)&t->allow_tat_ns;
+		tat = *(volatile __u64 *)tat_ns;
 		base = tat > now ? tat : now;
 		if (base - now > tolerance)
 			return 0;
-		if (__sync_val_compare_and_swap(&t->allow_tat_ns, tat, base + interval) == tat)
+		if (__sync_val_compare_and_swap(tat_ns, tat, base + interval) == tat)
 			return 1;
 	}
 	return 0; /* lost the race four times: another CPU took it */
+}
+
+/* The allowance: SYNs let through a deny window (0 = none). */
+static __always_inline int fg_allowance_take(struct fg_tenant_state *t, const struct fg_node_state *n,
+					     __u64 now)
+{
+	if (!n->allow_interval_ns || !n->allow_burst)
+		return 0;
+	return fg_gcra_take(&t->allow_tat_ns, n->allow_interval_ns, n->allow_burst, now);
+}
+
+/* The RST budget: may this shed SYN be answered with an RST (no budget
+ * configured = always)? */
+static __always_inline int fg_rst_budget_take(struct fg_tenant_state *t, const struct fg_node_state *n,
+					      __u64 now)
+{
+	if (!n->rst_interval_ns || !n->rst_burst)
+		return 1;
+	return fg_gcra_take(&t->rst_tat_ns, n->rst_interval_ns, n->rst_burst, now);
 }
 
 #endif

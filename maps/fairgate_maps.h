@@ -94,6 +94,7 @@ struct fg_tenant_state {
 	__u32 deny_source;        /* enum fg_deny_source: who opened the window */
 	__u64 deny_until_ns;      /* 0 = no window */
 	__u64 allow_tat_ns;       /* allowance GCRA state (BPF-owned) */
+	__u64 rst_tat_ns;         /* shed RST budget GCRA state (BPF-owned) */
 	struct fg_tenant_quota quota;
 };
 
@@ -111,6 +112,8 @@ struct fg_tenant_counters {
 	__u64 allowance_used;     /* SYNs let through a deny window by the allowance */
 	__u64 overload_shed;      /* of syn_shed: shed because of node overload */
 	__u64 steer_refused;      /* connections refused by steer (sk_lookup) */
+	__u64 shed_dropped;       /* SYNs to shed dropped instead: the tenant's
+				   * RST budget (agent.shed_rst_per_s) was spent */
 };
 
 /* Node-wide settings (array of one, mmapable). */
@@ -144,6 +147,13 @@ struct fg_node_state {
 	__u32 attr_gen;
 	__u32 attr_pad;
 	__u64 src_hash_key[2];    /* random, [0] odd: see fg_src_cache_slot */
+	/* The RST budget: a tenant's shed SYNs are answered with an RST at
+	 * most once per rst_interval_ns (bursts of rst_burst), the rest are
+	 * dropped, so a flood with forged sources cannot turn gate into a
+	 * reflector and a flood costs what a delay costs. 0 = no budget. */
+	__u64 rst_interval_ns;
+	__u32 rst_burst;
+	__u32 rst_pad;
 };
 
 enum fg_steer_flags {
@@ -196,6 +206,7 @@ enum fg_shed_reason {
 	FG_SHED_RST = 2,
 	FG_SHED_OVERLOAD = 3,
 	FG_SHED_STEER = 4,
+	FG_SHED_RST_BUDGET = 5,   /* shed, but dropped: RST budget spent */
 };
 
 /* Sampled shed events (ringbuf). */

@@ -106,6 +106,7 @@ struct fg_agent {
 	char interfaces[FG_MAX_IFACES][16];
 	enum fg_xdp_mode xdp_mode;
 	double deny_allowance_per_s;
+	double shed_rst_per_s;              /* RSTs per tenant per second gate may send; 0 = off */
 	struct fg_hostport metrics_listen;
 	uint32_t n_trusted_proxies;
 	struct fg_cidr trusted_proxies[FG_MAX_TRUSTED];

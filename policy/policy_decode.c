@@ -299,6 +299,10 @@ static int decode_field(struct fg_pctx *c, const struct fg_ynode *v, const struc
 
 	switch (f->kind) {
 	case FG_K_DOUBLE:
+		if ((f->flags & FG_F_OFF) && v->type == FG_Y_SCALAR && !strcmp(v->str, "off")) {
+			*(double *)dst = 0;
+			return 0;
+		}
 		if (fg_decode_number(c, v, path, &d) || check_range(c, v, f, path, d))
 			return -1;
 		*(double *)dst = d;

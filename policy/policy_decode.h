@@ -42,7 +42,8 @@ enum fg_kind {
 
 #define FG_F_REQUIRED 1u
 #define FG_F_GT_MIN   2u  /* min is exclusive: value must be > min */
-#define FG_F_OFF      4u  /* FG_K_HOSTPORT: the word `off` (stored as host "", port 0) turns it off */
+#define FG_F_OFF      4u  /* the word `off` turns it off: FG_K_HOSTPORT stores host "",
+			    * port 0; FG_K_DOUBLE stores 0 (so its range should exclude 0) */
 
 struct fg_enum_name {
 	const char *name;

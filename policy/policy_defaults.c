@@ -38,6 +38,7 @@ void fg_policy_defaults(struct fg_policy *p)
 	a->protected_ports[0] = 8000;
 	a->xdp_mode = FG_XDP_NATIVE;
 	a->deny_allowance_per_s = 2;
+	a->shed_rst_per_s = 200;
 	strcpy(a->metrics_listen.host, "127.0.0.1");
 	a->metrics_listen.port = 9464;
 	a->engine_queue_steps = 2;

@@ -387,6 +387,7 @@ static const struct fg_field agent_fields[] = {
 	LIST("interfaces", FG_K_IFACES, struct fg_agent, interfaces, n_interfaces, 0),
 	ENUM("xdp_mode", struct fg_agent, xdp_mode, xdp_modes),
 	DBL("deny_allowance_per_s", struct fg_agent, deny_allowance_per_s, 0, 1e6, 0),
+	DBL("shed_rst_per_s", struct fg_agent, shed_rst_per_s, 0, 1e7, GT | FG_F_OFF),
 	STR("metrics_listen", FG_K_HOSTPORT, struct fg_agent, metrics_listen, FG_F_OFF),
 	LIST("trusted_proxies", FG_K_CIDRS, struct fg_agent, trusted_proxies, n_trusted_proxies, 0),
 	SUB("long_context", 0, long_context_schema, 0),

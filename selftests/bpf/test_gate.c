@@ -298,6 +298,7 @@ static void make_policy(struct fg_policy *p)
 	p->agent.protected_ports[0] = PORT;
 	p->agent.protected_ports[1] = 8443;
 	p->agent.deny_allowance_per_s = 0;
+	p->agent.shed_rst_per_s = 0; /* every shed SYN gets its RST, but in rst_budget_* */
 }
 
 /* Empty src_learned (collect the keys first: restarting a hash walk
@@ -335,6 +336,7 @@ static int reset(void **state)
 	for (uint32_t i = 0; i < 4; i++) {
 		fg_maps_set_deny(&maps, i, 0, FG_VERDICT_ALLOW, 0);
 		maps.tenants[i].allow_tat_ns = 0;
+		maps.tenants[i].rst_tat_ns = 0;
 		bpf_map_update_elem(maps.tenant_stats_fd, &i, zero, BPF_ANY);
 	}
 	uint32_t z = 0;
@@ -736,6 +738,57 @@ static void allowance_then_shed(void **state)
 	for (int i = 0; i < 5; i++)
 		assert_int_equal(run_spec(&sp), XDP_PASS);
 	assert_int_equal(counters(ACME).allowance_used, 3);
+}
+
+static void rst_budget_drops_past_it(void **state)
+{
+	(void)state;
+	struct spec sp = { .src = "10.1.2.3", .dst = "10.0.0.1" };
+	struct spec beta = { .src = "10.2.3.4", .dst = "10.0.0.1" };
+	struct fg_tenant_counters c;
+	char err[256];
+
+	/* The policy's knob reaches the node: 2 RSTs per second, burst 2. */
+	pol->agent.shed_rst_per_s = 2;
+	assert_int_equal(fg_maps_apply_policy(&maps, pol, err, sizeof(err)), 0);
+	assert_int_equal(maps.node->rst_interval_ns, S_NS / 2);
+	assert_int_equal(maps.node->rst_burst, 2);
+	deny(ACME, FG_VERDICT_SHED, 60 * S_NS);
+	expect_rst(&sp);
+	expect_rst(&sp);
+	/* Spent: dropped, and the frame is left as it came. */
+	assert_int_equal(run_spec(&sp), XDP_DROP);
+	assert_int_equal(run_spec(&sp), XDP_DROP);
+	c = counters(ACME);
+	assert_int_equal(c.syn_shed, 2);
+	assert_int_equal(c.shed_dropped, 2);
+	assert_int_equal(c.syn_delayed, 0);
+	/* Each tenant has its own budget, overload sheds spend it too. */
+	fg_maps_set_overload_rank(&maps, 0);
+	assert_int_equal(run_spec(&beta), XDP_TX);
+	assert_int_equal(run_spec(&beta), XDP_TX);
+	assert_int_equal(run_spec(&beta), XDP_DROP);
+	assert_int_equal(counters(BETA).overload_shed, 2);
+	assert_int_equal(counters(BETA).shed_dropped, 1);
+	fg_maps_set_overload_rank(&maps, -1);
+	/* Half a second later one RST has come back. */
+	usleep(550 * 1000);
+	assert_int_equal(run_spec(&sp), XDP_TX);
+	assert_int_equal(run_spec(&sp), XDP_DROP);
+	/* A delay window never spends it. */
+	deny(ACME, FG_VERDICT_DELAY, 60 * S_NS);
+	assert_int_equal(run_spec(&sp), XDP_DROP);
+	c = counters(ACME);
+	assert_int_equal(c.syn_shed, 3);
+	assert_int_equal(c.shed_dropped, 3);
+	assert_int_equal(c.syn_delayed, 1);
+	/* off: no budget. */
+	pol->agent.shed_rst_per_s = 0;
+	assert_int_equal(fg_maps_apply_policy(&maps, pol, err, sizeof(err)), 0);
+	assert_int_equal(maps.node->rst_interval_ns, 0);
+	deny(ACME, FG_VERDICT_SHED, 60 * S_NS);
+	for (int i = 0; i < 5; i++)
+		assert_int_equal(run_spec(&sp), XDP_TX);
 }
 
 static void overload_sheds_low_tiers(void **state)
@@ -1199,6 +1252,7 @@ int main(void)
 		cmocka_unit_test_setup(options_shed_by_rst, reset),
 		cmocka_unit_test_setup(learned_and_shared_sources, reset),
 		cmocka_unit_test_setup(allowance_then_shed, reset),
+		cmocka_unit_test_setup(rst_budget_drops_past_it, reset),
 		cmocka_unit_test_setup(overload_sheds_low_tiers, reset),
 		cmocka_unit_test_setup(policy_reload_keeps_state_by_name, reset),
 		cmocka_unit_test_setup(cache_follows_learning, reset),

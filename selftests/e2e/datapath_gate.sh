@@ -4,7 +4,8 @@
 # a client namespace with two source addresses (tenant alpha by static CIDR,
 # tenant bravo learned), a listener on the protected port in the node
 # namespace. Allowed connects; delay holds the connect until allow; shed is
-# refused within 100 ms (IPv4 and IPv6); the other tenant is untouched; the
+# refused within 100 ms (IPv4 and IPv6), within an RST budget past which
+# the shed SYNs are dropped; the other tenant is untouched; the
 # allowance lets exactly its burst through; bpftool shows tenants by name;
 # a fairgated restart keeps the deny window and the counters; --cleanup
 # removes the pins; pins of another layout are named, and --cleanup replaces
@@ -75,11 +76,13 @@ agent:
   interfaces: [$3]
   xdp_mode: native
   deny_allowance_per_s: $2
+  shed_rst_per_s: ${4:-200}
 EOF
 }
 write_policy "$TMP/policy.yaml" 0 "$IFN"
 write_policy "$TMP/policy-allowance.yaml" 2 "$IFN"
 write_policy "$TMP/policy-noiface.yaml" 0 fgdpnosuch0
+write_policy "$TMP/policy-rstbudget.yaml" 0 "$IFN" 0.1
 
 AGENT=""
 start_agent() { # POLICY [extra args]
@@ -191,6 +194,17 @@ res=$(ip netns exec "$NSC" "$PROBE" connect $NODE4 $PORT --src $A4 --timeout-ms 
 expect_eq "allowance: 2 of 6 connects get through, 4 refused" "$res" \
 	"connected=2 refused=4 timeout=0 error=0"
 expect_eq "allowance: counted" "$(counter alpha allowance_used)" 2
+stop_agent
+
+# --- the RST budget: one RST per 10 s, the rest of a shed flood is dropped ---
+check "fairgated starts with an RST budget of 0.1/s" start_agent "$TMP/policy-rstbudget.yaml"
+res=$(ip netns exec "$NSC" "$PROBE" connect $NODE4 $PORT --src $A4 --timeout-ms 300 --count 5 | tail -1)
+expect_eq "RST budget: 1 of 5 connects refused, 4 time out" "$res" \
+	"connected=0 refused=1 timeout=4 error=0"
+expect_eq "RST budget: the other 4 counted as dropped" "$(counter alpha shed_dropped)" 4
+check "tenant show says so" grep -q "shed past the RST budget (dropped) 4" \
+	<<<"$("$CTLBIN" tenant show alpha)"
+expect_eq "RST budget: bravo is untouched" "$(outcome $B4 $NODE4)" connected
 
 # --- operator errors are clear ---
 out=$("$CTLBIN" tenant deny nosuch --mode shed --for 1m 2>&1); rc=$?

@@ -253,6 +253,7 @@ static void scene(void)
 	p.agent.protected_ports[0] = 8000;
 	p.agent.protected_ports[1] = 8443;
 	p.agent.deny_allowance_per_s = 0;
+	p.agent.shed_rst_per_s = 0; /* the reference judge answers every shed SYN with an RST */
 	FUZZ_CHECK(!fg_maps_apply_policy(&maps, &p, err, sizeof(err)), "apply policy: %s", err);
 	fg_maps_set_overload_rank(&maps, -1);
 	/* a day: longer than any fuzzing run */

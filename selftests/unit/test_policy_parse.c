@@ -351,6 +351,13 @@ static void test_defaults(void **state)
 	assert_parses("tiers: {std: {}}\ntenants: []\nagent: {mode: transparent, metrics_listen: off}\n", p);
 	assert_int_equal(p->agent.metrics_listen.port, 0);
 	assert_string_equal(p->agent.metrics_listen.host, "");
+
+	/* The RST budget: 200/s unless set; `off` is no budget (stored as 0). */
+	assert_true(p->agent.shed_rst_per_s == 200);
+	assert_parses("tiers: {std: {}}\ntenants: []\nagent: {shed_rst_per_s: 0.5}\n", p);
+	assert_true(p->agent.shed_rst_per_s == 0.5);
+	assert_parses("tiers: {std: {}}\ntenants: []\nagent: {shed_rst_per_s: off}\n", p);
+	assert_true(p->agent.shed_rst_per_s == 0);
 	free(p);
 	free(d);
 }
@@ -454,6 +461,9 @@ static const struct bad_case bad_cases[] = {
 	{ T1 "agent:\n  engine: 127.0.0.1:8000\n", 0, 6, 11, "the proxy would forward to itself" },
 	{ T1 "agent:\n  metrics_listen: 127.0.0.1:8000\n", 0, 6, 19, "collides with agent.listen 0.0.0.0:8000" },
 	{ T1 "agent:\n  listen: off\n", 0, 6, 11, "agent.listen 'off': expected HOST:PORT" },
+	{ T1 "agent:\n  shed_rst_per_s: 0\n", 0, 6, 19, "agent.shed_rst_per_s must be in (0, " },
+	{ T1 "agent:\n  shed_rst_per_s: of\n", 0, 6, 19, "agent.shed_rst_per_s must be a number, got 'of'" },
+	{ T1 "agent:\n  deny_allowance_per_s: off\n", 0, 6, 25, "agent.deny_allowance_per_s must be a number, got 'off'" },
 	{ T1 "agent:\n  protected_ports: [8000, 8000]\n", 0, 6, 27, "agent.protected_ports[1]: port 8000 is listed twice" },
 	{ T1 "agent:\n  protected_ports: 8000\n", 0, 6, 20, "agent.protected_ports must be a list, got a scalar" },
 	{ T1 "agent:\n  interfaces: [averyveryverylongname0]\n", 0, 6, 16, "agent.interfaces[0] is too long: 22 bytes, at most 15" },
