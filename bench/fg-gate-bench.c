@@ -377,14 +377,20 @@ static void usage(void)
 	exit(2);
 }
 
-/* A SYN flood out of a (veth) interface: a bare XDP_TX program in live-
- * frames mode transmits the same SYN from `src` to port 8000 as fast as
- * this CPU can, like xdp-trafficgen. Prints the packets sent per second. */
+/* A SYN flood out of a (veth) interface: an XDP_TX program in live-frames
+ * mode transmits the same SYN from `src` to port 8000 as fast as this CPU
+ * can, like xdp-trafficgen. Prints the packets sent per second. The frames
+ * come from a page pool that recycles them without rewriting their data,
+ * and on a veth the receiver's XDP works on those very pages: a gate that
+ * rewrites a SYN into an RST in place would otherwise send that RST, not a
+ * SYN, every time the page came round again. So the program is the restore
+ * harness (the SYN copied back in) tail-calling a bare XDP_TX. */
 static int flood(int ifindex, const char *src, double seconds)
 {
 	struct frame f;
 	struct in_addr a;
 	struct timespec t0, t;
+	struct restorer r;
 	double elapsed = 0;
 	unsigned long long sent = 0;
 	int tx_fd = bare_prog(XDP_TX);
@@ -397,14 +403,17 @@ static int flood(int ifindex, const char *src, double seconds)
 	memcpy(f.b + 26, &a, 4);
 	f.b[24] = f.b[25] = 0;
 	put16(f.b + 24, csum(f.b + 14, 20, 0));
+	if (restorer_open(&r, &f, RST_LEN, tx_fd, 0))
+		return 1;
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	while (elapsed < seconds) {
-		run_once(tx_fd, &f, 100000, ifindex, NULL);
+		run_once(r.prog_fd, &f, 100000, ifindex, NULL);
 		sent += 100000;
 		clock_gettime(CLOCK_MONOTONIC, &t);
 		elapsed = (double)(t.tv_sec - t0.tv_sec) + (double)(t.tv_nsec - t0.tv_nsec) / 1e9;
 	}
 	printf("flood: %llu SYNs in %.2f s = %.0f packets/s\n", sent, elapsed, (double)sent / elapsed);
+	restorer_close(&r);
 	close(tx_fd);
 	return 0;
 }

@@ -6,7 +6,8 @@
 #     fg-gate-bench.c);
 #  2. the rate at which gate, attached by fairgated in native mode on a
 #     veth, drops a SYN flood of a tenant in a delay window, next to the rate
-#     the generator offered. (The same flood against the agent's 429s waits
+#     the generator offered; then the same flood in a shed window, where the
+#     tenant's RST budget answers a few and drops the rest. (The same flood against the agent's 429s waits
 #     for the proxy.)
 # Everything runs in namespaces it creates (prefix fgt-dpb-) and is removed
 # on exit; the flood never leaves the veth pair.
@@ -76,4 +77,19 @@ t1=$(date +%s.%N)
 after=$(delayed)
 awk -v n=$((after - before)) -v t0="$t0" -v t1="$t1" \
 	'BEGIN { printf "gate dropped (delay): %d SYNs in %.2f s = %.0f packets/s\n", n, t1 - t0, n / (t1 - t0) }'
+
+echo
+echo "== gate: the same flood with the tenant in a shed window (RST budget: the default 200/s) =="
+"$BUILD/fairgatectl" tenant deny flooder --mode shed --for 10m >/dev/null
+shed_counts() { "$BUILD/fairgatectl" tenant show flooder --json |
+	jq -r '.counters | "\(.syn_shed) \(.shed_dropped)"'; }
+read -r rst0 drop0 <<<"$(shed_counts)"
+t0=$(date +%s.%N)
+nsenter --net=/run/netns/"$NSC" "$BUILD/fg-gate-bench" --flood "$IFC_INDEX" --src 198.18.9.2 \
+	--seconds "${FG_BENCH_FLOOD_S:-3}"
+t1=$(date +%s.%N)
+read -r rst1 drop1 <<<"$(shed_counts)"
+awk -v r=$((rst1 - rst0)) -v d=$((drop1 - drop0)) -v t0="$t0" -v t1="$t1" 'BEGIN {
+	printf "gate (shed): %d SYNs in %.2f s = %.0f packets/s; %d answered with an RST (%.0f/s), %d dropped past the budget\n",
+		r + d, t1 - t0, (r + d) / (t1 - t0), r, r / (t1 - t0), d }'
 echo "(429s from the agent for the same flood: measured with the proxy)"
