@@ -32,6 +32,7 @@ struct fg_loop {
 	struct timer *heap;
 	size_t heap_len, heap_cap;
 	uint64_t next_timer_id;
+	bool soon_due;         /* fg_loop_soon armed a timer: run timers after this callback */
 };
 
 uint64_t fg_now_ns(void)
@@ -189,6 +190,15 @@ uint64_t fg_loop_timer(struct fg_loop *loop, uint64_t after_ns, fg_timer_cb cb, 
 	return id;
 }
 
+uint64_t fg_loop_soon(struct fg_loop *loop, fg_timer_cb cb, void *ctx)
+{
+	uint64_t id = fg_loop_timer(loop, 0, cb, ctx);
+
+	if (id)
+		loop->soon_due = true;
+	return id;
+}
+
 void fg_loop_timer_cancel(struct fg_loop *loop, uint64_t id)
 {
 	for (size_t i = 0; i < loop->heap_len; i++) {
@@ -282,6 +292,10 @@ int fg_loop_run(struct fg_loop *loop)
 			if (!s->live || (s->gen & 0xffffffffu) != gen)
 				continue;
 			s->cb(loop, fd, evs[i].events, s->ctx);
+			if (loop->soon_due) {
+				loop->soon_due = false;
+				run_due_timers(loop);
+			}
 		}
 		run_due_timers(loop);
 	}

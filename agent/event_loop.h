@@ -27,6 +27,10 @@ int fg_loop_del(struct fg_loop *loop, int fd);
 
 /* One-shot timer `after_ns` from now; returns an id > 0 for fg_loop_timer_cancel. */
 uint64_t fg_loop_timer(struct fg_loop *loop, uint64_t after_ns, fg_timer_cb cb, void *ctx);
+/* A one-shot timer due now that runs as soon as the fd callback now running
+ * returns, not after the rest of the epoll batch (called outside an fd
+ * callback, it runs with the other due timers). Never inside the caller. */
+uint64_t fg_loop_soon(struct fg_loop *loop, fg_timer_cb cb, void *ctx);
 void fg_loop_timer_cancel(struct fg_loop *loop, uint64_t id);
 
 /* Call after accept(2) on the listener `fd` failed with `err`. Returns true

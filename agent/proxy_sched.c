@@ -70,8 +70,12 @@ static void pump(struct fg_loop *loop, void *ctx)
 
 void fg_sched_kick(struct fg_proxy *px)
 {
+	/* Right after the callback that kicked, not after the whole epoll
+	 * batch: a request read at the top of a batch of 30 would otherwise
+	 * wait for the other 29 to be served before it leaves for the engine,
+	 * and the engine idle meanwhile (bench/proxy.sh: +3-7% req/s). */
 	if (!px->pump_timer && px->gw)
-		px->pump_timer = fg_loop_timer(px->st->loop, 0, pump, px);
+		px->pump_timer = fg_loop_soon(px->st->loop, pump, px);
 }
 
 /* ---- queue deadlines ----------------------------------------------------------- */

@@ -25,7 +25,7 @@ BUILD=$(cd "${1:-build}" && pwd)
 [ "$(id -u)" -eq 0 ] || { echo "proxy bench: needs root (namespaces)"; exit 0; }
 command -v wrk >/dev/null && command -v nginx >/dev/null ||
 	{ echo "proxy bench: needs wrk and nginx (scripts/deps.sh --bench)"; exit 1; }
-ROUNDS=${FG_BENCH_ROUNDS:-5} SECS=${FG_BENCH_SECONDS:-3} RATE=${FG_BENCH_RATE:-1000}
+ROUNDS=${FG_BENCH_ROUNDS:-9} SECS=${FG_BENCH_SECONDS:-3} RATE=${FG_BENCH_RATE:-1000}
 ON_PROXY="taskset -c 0" # both proxies, the same way (see the top)
 SNS=fgt-pxb-s$$ CNS=fgt-pxb-c$$ SRV=10.251.0.1
 TMP=$(mktemp -d /tmp/fgt-pxb.XXXXXX)
