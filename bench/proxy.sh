@@ -174,6 +174,7 @@ for r in $(seq "$ROUNDS"); do
 		echo "$r $rps" >>"$TMP/round.$p"
 		read -r p50 p99 ok sent <<<"$(open_loop "${PORT[$p]}")"
 		echo "$p50" >>"$TMP/p50.$p"; echo "$p99" >>"$TMP/p99.$p"
+		echo "$r $p50 $p99" >>"$TMP/lat.$p"
 		[ "$ok" = "$sent" ] || echo "   warning: $p round $r: $ok of $sent requests answered 200"
 	done
 done
@@ -192,13 +193,24 @@ done
 # each round's ratio: both sides of it saw the same moment of a shared machine
 RATIOS=$(awk 'NR == FNR { f[$1] = $2; next } $1 in f && $2 > 0 { printf "%.3f\n", f[$1] / $2 }' \
 	"$TMP/round.fairgated" "$TMP/round.nginx" | sort -g)
+# each round's latency difference, fairgated minus nginx (the direct path
+# cancels out): negative = fairgated added less
+lat_diff() { # COLUMN(2 = p50, 3 = p99) -> sorted per-round differences in ms
+	awk -v c="$1" 'NR == FNR { f[$1] = $c; next } $1 in f { printf "%.3f\n", f[$1] - $c }' \
+		"$TMP/lat.fairgated" "$TMP/lat.nginx" | sort -g
+}
+D50=$(lat_diff 2) D99=$(lat_diff 3)
 awk -v rf="$R_fairgated" -v rn="$R_nginx" -v af="$P50_fairgated" -v an="$P50_nginx" -v bf="$P99_fairgated" \
 	-v bn="$P99_nginx" -v d50="$P50_direct" -v d99="$P99_direct" -v cf="$C_fairgated" -v cn="$C_nginx" \
+	-v m50="$(median <<<"$D50")" -v lo50="$(head -1 <<<"$D50")" -v hi50="$(tail -1 <<<"$D50")" \
+	-v m99="$(median <<<"$D99")" -v lo99="$(head -1 <<<"$D99")" -v hi99="$(tail -1 <<<"$D99")" \
 	-v rm="$(median <<<"$RATIOS")" -v lo="$(head -1 <<<"$RATIOS")" -v hi="$(tail -1 <<<"$RATIOS")" 'BEGIN {
 	printf "fairgated vs nginx: %.2fx the req/s (median of per-round ratios %.2fx, range %.2f-%.2f);\n",
 		rf / rn, rm, lo, hi
 	printf "  added latency p50 %.3f vs %.3f ms, p99 %.3f vs %.3f ms; proxy CPU %.1f vs %.1f us/request\n",
-		af - d50, an - d50, bf - d99, bn - d99, cf, cn }'
+		af - d50, an - d50, bf - d99, bn - d99, cf, cn
+	printf "  per round, fairgated minus nginx: p50 %+.3f ms (median; range %+.3f to %+.3f), p99 %+.3f ms (%+.3f to %+.3f)\n",
+		m50, lo50, hi50, m99, lo99, hi99 }'
 if grep -q "Non-2xx" "$TMP/wrk.out"; then echo "   warning: some wrk responses were not 2xx"; fi
 
 echo
