@@ -14,7 +14,8 @@
 #     CPUs the simulator and wrk cost as much per request as the proxy, so
 #     req/s moves only a fraction of any change in the proxy's own cost;
 #     that cost is printed too: the proxy process's CPU time (user + sys,
-#     from /proc) per request during the wrk runs;
+#     from /proc) per request during the wrk runs, and the CPU time nobody
+#     used (idle, /proc/stat) per request: the bubbles a proxy leaves;
 #  2. the admission decision's cost per request for 1 KiB, 64 KiB and 1 MiB
 #     bodies (fg-decision-bench, in-process);
 #  3. how many 429s per second the agent answers for an over-quota tenant
@@ -145,15 +146,17 @@ wrk_run() { # PORT KEY SECS -> wrk's report
 cpu_ticks() { # PID -> utime + stime, or 0
 	[ -n "$1" ] && awk '{ print $14 + $15 }' "/proc/$1/stat" 2>/dev/null || echo 0
 }
-wrk_rps() { # PATH -> "req/s cpu-us-per-request" (cpu: the proxy process, 0 for direct)
-	local pid=${PROXY_PID[$1]} t0 t1 out
-	t0=$(cpu_ticks "$pid")
+idle_ticks() { awk '/^cpu / { print $5 + $6 }' /proc/stat; } # idle + iowait, all CPUs
+wrk_rps() { # PATH -> "req/s cpu-us-per-request idle-us-per-request"
+	# cpu: the proxy process (0 for direct); idle: CPU time nobody used
+	local pid=${PROXY_PID[$1]} t0 t1 i0 i1 out
+	t0=$(cpu_ticks "$pid"); i0=$(idle_ticks)
 	out=$(wrk_run "${PORT[$1]}" $KEY "$SECS")
-	t1=$(cpu_ticks "$pid")
+	t1=$(cpu_ticks "$pid"); i1=$(idle_ticks)
 	echo "$out" >>"$TMP/wrk.out"
-	echo "$out" | awk -v d=$((t1 - t0)) -v hz="$(getconf CLK_TCK)" '
+	echo "$out" | awk -v d=$((t1 - t0)) -v idle=$((i1 - i0)) -v hz="$(getconf CLK_TCK)" '
 		/requests in/ { n = $1 } /^Requests\/sec:/ { r = $2 }
-		END { printf "%s %.1f\n", r, n ? d / hz * 1e6 / n : 0 }'
+		END { printf "%s %.1f %.1f\n", r, n ? d / hz * 1e6 / n : 0, n ? idle / hz * 1e6 / n : 0 }'
 }
 open_loop() { # PORT -> "p50 p99 ok sent"
 	ip netns exec "$CNS" "$BUILD/fg-load" --target "$SRV:$1" --duration "$SECS" --connections 32 \
@@ -169,8 +172,8 @@ for p in "${PATHS[@]}"; do wrk_run "${PORT[$p]}" $KEY 1 >/dev/null; done # warm:
 for r in $(seq "$ROUNDS"); do
 	for i in "${!PATHS[@]}"; do
 		p=${PATHS[$(((i + r) % ${#PATHS[@]}))]}
-		read -r rps cpu <<<"$(wrk_rps "$p")"
-		echo "$rps" >>"$TMP/rps.$p"; echo "$cpu" >>"$TMP/cpu.$p"
+		read -r rps cpu idle <<<"$(wrk_rps "$p")"
+		echo "$rps" >>"$TMP/rps.$p"; echo "$cpu" >>"$TMP/cpu.$p"; echo "$idle" >>"$TMP/idle.$p"
 		echo "$r $rps" >>"$TMP/round.$p"
 		read -r p50 p99 ok sent <<<"$(open_loop "${PORT[$p]}")"
 		echo "$p50" >>"$TMP/p50.$p"; echo "$p99" >>"$TMP/p99.$p"
@@ -178,17 +181,17 @@ for r in $(seq "$ROUNDS"); do
 		[ "$ok" = "$sent" ] || echo "   warning: $p round $r: $ok of $sent requests answered 200"
 	done
 done
-printf '%-10s %10s %10s %10s %11s %11s %12s\n' path "req/s" "p50 ms" "p99 ms" "added p50" "added p99" \
-	"proxy us/req"
+printf '%-10s %10s %10s %10s %11s %11s %12s %11s\n' path "req/s" "p50 ms" "p99 ms" "added p50" "added p99" \
+	"proxy us/req" "idle us/req"
 for p in "${PATHS[@]}"; do
 	eval "R_$p=$(median <"$TMP/rps.$p") P50_$p=$(median <"$TMP/p50.$p") P99_$p=$(median <"$TMP/p99.$p")"
-	eval "C_$p=$(median <"$TMP/cpu.$p")"
+	eval "C_$p=$(median <"$TMP/cpu.$p") I_$p=$(median <"$TMP/idle.$p")"
 done
 for p in "${PATHS[@]}"; do
-	eval "r=\$R_$p a=\$P50_$p b=\$P99_$p c=\$C_$p"
-	awk -v p="$p" -v r="$r" -v a="$a" -v b="$b" -v c="$c" -v da="$P50_direct" -v db="$P99_direct" \
-		'BEGIN { printf "%-10s %10.0f %10.3f %10.3f %11.3f %11.3f %12s\n", p, r, a, b, a - da, b - db,
-			 p == "direct" ? "-" : sprintf("%.1f", c) }'
+	eval "r=\$R_$p a=\$P50_$p b=\$P99_$p c=\$C_$p i=\$I_$p"
+	awk -v p="$p" -v r="$r" -v a="$a" -v b="$b" -v c="$c" -v i="$i" -v da="$P50_direct" -v db="$P99_direct" \
+		'BEGIN { printf "%-10s %10.0f %10.3f %10.3f %11.3f %11.3f %12s %11.1f\n", p, r, a, b, a - da, b - db,
+			 p == "direct" ? "-" : sprintf("%.1f", c), i }'
 done
 # each round's ratio: both sides of it saw the same moment of a shared machine
 RATIOS=$(awk 'NR == FNR { f[$1] = $2; next } $1 in f && $2 > 0 { printf "%.3f\n", f[$1] / $2 }' \
