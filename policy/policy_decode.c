@@ -223,18 +223,24 @@ static int decode_enum(struct fg_pctx *c, const struct fg_ynode *n, const struct
 	return fg_pfail(c, n, "%s must be %s, got %s", path, list, fg_quote(n, q, sizeof(q)));
 }
 
+/* The word `off` (FG_F_OFF), as a whole scalar: "off\0…" is not it. */
+static bool is_off(const struct fg_ynode *n)
+{
+	return n->type == FG_Y_SCALAR && n->len == 3 && !memcmp(n->str, "off", 3);
+}
+
 static int decode_hostport(struct fg_pctx *c, const struct fg_ynode *n, const char *path,
 			   struct fg_hostport *dst, bool may_be_off)
 {
 	char why[128], q[64];
 	const char *s;
 
-	if (fg_decode_string(c, n, path, &s))
-		return -1;
-	if (may_be_off && !strcmp(s, "off")) {
+	if (may_be_off && is_off(n)) {
 		memset(dst, 0, sizeof(*dst));
 		return 0;
 	}
+	if (fg_decode_string(c, n, path, &s))
+		return -1;
 	if (n->len >= FG_HOSTPORT_MAX || fg_parse_hostport(s, dst, why, sizeof(why)))
 		return fg_pfail(c, n, "%s %s: %s", path, fg_quote(n, q, sizeof(q)),
 				n->len >= FG_HOSTPORT_MAX ? "too long" : why);
@@ -299,7 +305,7 @@ static int decode_field(struct fg_pctx *c, const struct fg_ynode *v, const struc
 
 	switch (f->kind) {
 	case FG_K_DOUBLE:
-		if ((f->flags & FG_F_OFF) && v->type == FG_Y_SCALAR && !strcmp(v->str, "off")) {
+		if ((f->flags & FG_F_OFF) && is_off(v)) {
 			*(double *)dst = 0;
 			return 0;
 		}

@@ -463,6 +463,7 @@ static const struct bad_case bad_cases[] = {
 	{ T1 "agent:\n  listen: off\n", 0, 6, 11, "agent.listen 'off': expected HOST:PORT" },
 	{ T1 "agent:\n  shed_rst_per_s: 0\n", 0, 6, 19, "agent.shed_rst_per_s must be in (0, " },
 	{ T1 "agent:\n  shed_rst_per_s: of\n", 0, 6, 19, "agent.shed_rst_per_s must be a number, got 'of'" },
+	{ T1 "agent:\n  shed_rst_per_s: \"off\\0x\"\n", 0, 6, 19, "agent.shed_rst_per_s must be a number" },
 	{ T1 "agent:\n  deny_allowance_per_s: off\n", 0, 6, 25, "agent.deny_allowance_per_s must be a number, got 'off'" },
 	{ T1 "agent:\n  protected_ports: [8000, 8000]\n", 0, 6, 27, "agent.protected_ports[1]: port 8000 is listed twice" },
 	{ T1 "agent:\n  protected_ports: 8000\n", 0, 6, 20, "agent.protected_ports must be a list, got a scalar" },
