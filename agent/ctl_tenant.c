@@ -11,7 +11,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include <bpf/bpf.h>
 #include <jansson.h>
@@ -19,6 +18,7 @@
 #include "agent/agent.h"
 #include "agent/ctl_commands.h"
 #include "agent/ctl_server.h"
+#include "agent/event_loop.h"
 #include "agent/kernel_maps.h"
 
 struct tenant_opts {
@@ -129,14 +129,6 @@ static void format_duration(double s, char *buf, size_t len)
 		snprintf(buf, len, "%lds", t);
 }
 
-static uint64_t mono_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 /* The verdict in force now and the seconds left in the window. */
 static int verdict_now(const struct fg_tenant_state *t, uint64_t now, double *left_s)
 {
@@ -212,7 +204,7 @@ int fg_cmd_tenant_list(int argc, char **argv)
 {
 	struct tenant_opts o;
 	struct fg_maps m;
-	uint64_t now = mono_ns();
+	uint64_t now = fg_now_ns();
 
 	if (parse_opts(argc, argv, &o, 0, "tenant list [--json] [--pin-dir DIR]"))
 		return 2;
@@ -313,7 +305,7 @@ int fg_cmd_tenant_show(int argc, char **argv)
 		fg_maps_close(&m);
 		return 1;
 	}
-	j = tenant_json(&m, (uint32_t)id, mono_ns());
+	j = tenant_json(&m, (uint32_t)id, fg_now_ns());
 	add_sources(&m, (uint32_t)id, j);
 	fg_maps_close(&m);
 	if (o.json)

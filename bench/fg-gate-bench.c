@@ -53,6 +53,7 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 
+#include "agent/event_loop.h"
 #include "agent/kernel_maps.h"
 #include "gate.skel.h"
 
@@ -153,14 +154,6 @@ static double run_once(int prog_fd, const struct frame *f, unsigned repeat, int 
 static double median(double *v, int n);
 
 #define HOUR_NS (3600ull * 1000000000ull)
-
-static uint64_t mono_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 /* ---- the restore harness (see the top comment) ---- */
 
@@ -326,7 +319,6 @@ static int fill_maps(struct gate_bpf *skel, struct fg_maps *m)
 {
 	struct fg_policy *p = calloc(1, sizeof(*p));
 	char err[256];
-	struct timespec ts;
 
 	if (!p)
 		return -1;
@@ -355,7 +347,6 @@ static int fill_maps(struct gate_bpf *skel, struct fg_maps *m)
 		return -1;
 	}
 	free(p);
-	clock_gettime(CLOCK_MONOTONIC, &ts);
 	for (uint32_t i = 0; i < LEARNED; i++) {
 		struct fg_src_key k = { 0 };
 
@@ -487,8 +478,8 @@ int main(int argc, char **argv)
 	make_frame(&syn_delay, 9, 1, 7);
 	make_frame(&syn_cidr, 9, 1, 99);
 	make_frame(&syn_shed, 11, 1, 7);
-	fg_maps_set_deny(&m, 9, mono_ns() + HOUR_NS, FG_VERDICT_DELAY, 1);
-	fg_maps_set_deny(&m, 11, mono_ns() + HOUR_NS, FG_VERDICT_SHED, 1);
+	fg_maps_set_deny(&m, 9, fg_now_ns() + HOUR_NS, FG_VERDICT_DELAY, 1);
+	fg_maps_set_deny(&m, 11, fg_now_ns() + HOUR_NS, FG_VERDICT_SHED, 1);
 
 	enum mode { DIRECT, RESTORED, SINGLE };
 	struct {
@@ -529,7 +520,7 @@ int main(int argc, char **argv)
 		m.node->rst_interval_ns = cases[c].rst_budget_spent ? HOUR_NS : 0;
 		m.node->rst_burst = cases[c].rst_budget_spent ? 1 : 0;
 		if (cases[c].rst_budget_spent)
-			m.tenants[cases[c].tenant].rst_tat_ns = mono_ns() + HOUR_NS;
+			m.tenants[cases[c].tenant].rst_tat_ns = fg_now_ns() + HOUR_NS;
 		run_once(gate_fd, cases[c].f, 1, 0, &rv);
 		if (rv != cases[c].want) {
 			fprintf(stderr, "fg-gate-bench: %s: gate returned %d, want %d\n", cases[c].name,
