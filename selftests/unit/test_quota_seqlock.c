@@ -19,7 +19,9 @@ static struct fg_tenant_quota shared_q;
 static atomic_int reader_started, reader_done;
 static uint64_t publishes;
 
-static void fill(struct fg_tenant_quota *q, uint64_t k)
+/* Field by field, through volatile, so the writer thread's stores really
+ * interleave with the reader's loads. */
+static void fill(volatile struct fg_tenant_quota *q, uint64_t k)
 {
 	q->bucket_units = (int64_t)k;
 	q->rate_units_per_s = k;
@@ -51,19 +53,7 @@ static void *writer(void *arg)
 	for (uint64_t k = 1; !atomic_load(&reader_done); k++) {
 		uint64_t prev = fg_quota_write_begin(&shared_q);
 
-		/* field by field, through volatile, so the stores really
-		 * interleave with the reader's loads */
-		volatile struct fg_tenant_quota *v = &shared_q;
-		v->bucket_units = (int64_t)k;
-		v->rate_units_per_s = k;
-		v->burst_units = k;
-		v->reserved_units = k;
-		v->kv_resident_tokens = k;
-		v->kv_cap_tokens = k;
-		v->inflight = (uint32_t)k;
-		v->queued = (uint32_t)k;
-		v->admitted = k;
-		v->rejected = k;
+		fill(&shared_q, k);
 		fg_quota_write_end(&shared_q, prev, 1000 + k);
 		publishes = k;
 	}
