@@ -68,28 +68,30 @@ export FAIRGATE_PIN_DIR=$PIN FAIRGATE_CTL=$TMP/ctl.sock
 if ! "$BUILD/fairgatectl" tenant deny flooder --mode delay --for 10m >/dev/null; then
 	echo "gate bench: fairgated did not start:"; cat "$TMP/agent.log"; exit 1
 fi
-delayed() { "$BUILD/fairgatectl" tenant show flooder --json | grep -o '"syn_delayed": [0-9]*' | grep -o '[0-9]*$'; }
-before=$(delayed)
-t0=$(date +%s.%N)
-nsenter --net=/run/netns/"$NSC" "$BUILD/fg-gate-bench" --flood "$IFC_INDEX" --src 198.18.9.2 \
-	--seconds "${FG_BENCH_FLOOD_S:-3}" | tee "$TMP/flood.out"
-t1=$(date +%s.%N)
-after=$(delayed)
-awk -v n=$((after - before)) -v t0="$t0" -v t1="$t1" \
-	'BEGIN { printf "gate dropped (delay): %d SYNs in %.2f s = %.0f packets/s\n", n, t1 - t0, n / (t1 - t0) }'
+counters() { # -> the flooder's SYNs "delayed shed shed_dropped" so far
+	"$BUILD/fairgatectl" tenant show flooder --json |
+		jq -r '.counters | "\(.syn_delayed) \(.syn_shed) \(.shed_dropped)"'
+}
+flood_run() { # one flood; sets D_DELAYED D_SHED D_DROPPED (what gate counted) and ELAPSED
+	local d0 s0 x0 d1 s1 x1 t0 t1
+	read -r d0 s0 x0 <<<"$(counters)"
+	t0=$(date +%s.%N)
+	nsenter --net=/run/netns/"$NSC" "$BUILD/fg-gate-bench" --flood "$IFC_INDEX" --src 198.18.9.2 \
+		--seconds "${FG_BENCH_FLOOD_S:-3}"
+	t1=$(date +%s.%N)
+	read -r d1 s1 x1 <<<"$(counters)"
+	D_DELAYED=$((d1 - d0)) D_SHED=$((s1 - s0)) D_DROPPED=$((x1 - x0))
+	ELAPSED=$(awk -v a="$t0" -v b="$t1" 'BEGIN { print b - a }')
+}
+flood_run
+awk -v n=$D_DELAYED -v t="$ELAPSED" \
+	'BEGIN { printf "gate dropped (delay): %d SYNs in %.2f s = %.0f packets/s\n", n, t, n / t }'
 
 echo
 echo "== gate: the same flood with the tenant in a shed window (RST budget: the default 200/s) =="
 "$BUILD/fairgatectl" tenant deny flooder --mode shed --for 10m >/dev/null
-shed_counts() { "$BUILD/fairgatectl" tenant show flooder --json |
-	jq -r '.counters | "\(.syn_shed) \(.shed_dropped)"'; }
-read -r rst0 drop0 <<<"$(shed_counts)"
-t0=$(date +%s.%N)
-nsenter --net=/run/netns/"$NSC" "$BUILD/fg-gate-bench" --flood "$IFC_INDEX" --src 198.18.9.2 \
-	--seconds "${FG_BENCH_FLOOD_S:-3}"
-t1=$(date +%s.%N)
-read -r rst1 drop1 <<<"$(shed_counts)"
-awk -v r=$((rst1 - rst0)) -v d=$((drop1 - drop0)) -v t0="$t0" -v t1="$t1" 'BEGIN {
+flood_run
+awk -v r=$D_SHED -v d=$D_DROPPED -v t="$ELAPSED" 'BEGIN {
 	printf "gate (shed): %d SYNs in %.2f s = %.0f packets/s; %d answered with an RST (%.0f/s), %d dropped past the budget\n",
-		r + d, t1 - t0, (r + d) / (t1 - t0), r, r / (t1 - t0), d }'
+		r + d, t, (r + d) / t, r, r / t, d }'
 echo "(429s from the agent for the same flood: measured with the proxy)"
