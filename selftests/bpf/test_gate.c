@@ -482,6 +482,31 @@ static void shed_answers_rst_ack(void **state)
 	assert_int_equal(counters(ACME).syn_shed, 3);
 }
 
+/* Bytes behind the datagram (a short frame's Ethernet padding, or junk) are
+ * cut from the RST, never reflected. */
+static void shed_trailing_bytes(void **state)
+{
+	(void)state;
+	struct spec sp = { .src = "10.1.2.3", .dst = "10.0.0.1", .seq = 5 };
+	uint8_t in[2048], out[2048], want[2048];
+	size_t want_len = expected_rst(want, &sp);
+	uint32_t out_len = 0;
+
+	deny(ACME, FG_VERDICT_SHED, 60 * S_NS);
+	for (int tcp_opt = 0; tcp_opt <= 20; tcp_opt += 20) {
+		for (size_t trailing = 6; trailing <= 1000; trailing += 994) {
+			sp.tcp_opt = tcp_opt;
+			size_t len = build(in, &sp);
+			memset(in + len, 'x', trailing);
+			assert_int_equal(run(in, len + trailing, out, &out_len), XDP_TX);
+			assert_int_equal(out_len, want_len);
+			assert_memory_equal(out, want, want_len);
+		}
+	}
+	assert_int_equal(counters(ACME).syn_shed, 4);
+	assert_int_equal(node_counters().rst_fallback_drop, 0);
+}
+
 static void shed_ipv6(void **state)
 {
 	(void)state;
@@ -1243,6 +1268,7 @@ int main(void)
 		cmocka_unit_test_setup(passes_without_a_window, reset),
 		cmocka_unit_test_setup(delay_drops_the_syn, reset),
 		cmocka_unit_test_setup(shed_answers_rst_ack, reset),
+		cmocka_unit_test_setup(shed_trailing_bytes, reset),
 		cmocka_unit_test_setup(shed_ipv6, reset),
 		cmocka_unit_test_setup(shed_vlan_tagged, reset),
 		cmocka_unit_test_setup(syn_ack_and_others_pass, reset),
