@@ -43,13 +43,13 @@ double fg_typical_cost_update(double typical, double cost)
 	return typical + FG_TYPICAL_ALPHA * (cost - typical);
 }
 
-uint64_t fg_deny_until_ns(struct fg_bucket *b, double typical_cost, uint64_t now_ns)
+uint64_t fg_deny_until_ns(struct fg_bucket *b, double typical_cost, uint64_t now_ns, int open)
 {
 	if (typical_cost <= 0)
 		return 0;
 	uint64_t wait = fg_bucket_wait_ns(b, typical_cost, now_ns);
 	/* a typical request that can never fit is answered 4xx, not held */
-	if (wait == FG_BUCKET_NEVER || wait < FG_DENY_MIN_NS)
+	if (wait == FG_BUCKET_NEVER || wait == 0 || (!open && wait < FG_DENY_MIN_NS))
 		return 0;
 	return now_ns + wait;
 }

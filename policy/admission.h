@@ -45,7 +45,10 @@ uint64_t fg_retry_after_ms(uint64_t wait_ns);
  * (typical <= 0 means none seen yet). */
 double fg_typical_cost_update(double typical, double cost);
 
-/* deny_until_ns for the kernel: 0 = no window, else when it ends. */
-uint64_t fg_deny_until_ns(struct fg_bucket *b, double typical_cost, uint64_t now_ns);
+/* deny_until_ns for the kernel: 0 = no window, else when it ends. With
+ * `open` (a window is in force) it is kept to the refill time however little
+ * is left: FG_DENY_MIN_NS decides only whether to open one, and a window
+ * closed early would hand the last of the wait back to 429s. */
+uint64_t fg_deny_until_ns(struct fg_bucket *b, double typical_cost, uint64_t now_ns, int open);
 
 #endif

@@ -390,7 +390,8 @@ uint64_t fg_gw_deny_until(struct fg_gateway *gw, uint32_t tenant, uint64_t now_n
 	if (tenant >= gw->policy->n_tenants)
 		return 0;
 	struct fg_gw_tenant *t = &gw->t[tenant];
-	t->deny_until_ns = fg_deny_until_ns(&t->bucket, t->typical_cost, now_ns);
+	t->deny_until_ns = fg_deny_until_ns(&t->bucket, t->typical_cost, now_ns,
+					    t->deny_until_ns > now_ns);
 	return t->deny_until_ns;
 }
 

@@ -87,14 +87,18 @@ static void deny_window_opens_while_typical_cannot_fit(void **state)
 	struct fg_bucket b;
 
 	fg_bucket_init(&b, 100, 6000, T0);
-	assert_int_equal(fg_deny_until_ns(&b, 500, T0), 0); /* full: no window */
+	assert_int_equal(fg_deny_until_ns(&b, 500, T0, 0), 0); /* full: no window */
 	assert_int_equal(fg_admission_decide(&b, 6000, T0).verdict, FG_ADMIT);
 	/* empty: typical 500 needs 5 s of refill */
-	assert_int_equal(fg_deny_until_ns(&b, 500, T0), T0 + 5 * S);
+	assert_int_equal(fg_deny_until_ns(&b, 500, T0, 0), T0 + 5 * S);
 	/* partly refilled: the window shrinks with the refill */
-	assert_int_equal(fg_deny_until_ns(&b, 500, T0 + 2 * S), T0 + 5 * S);
+	assert_int_equal(fg_deny_until_ns(&b, 500, T0 + 2 * S, 1), T0 + 5 * S);
+	/* 100 ms left: too short to open a window, but an open one is kept
+	 * to the refill time, not closed early into 429s */
+	assert_int_equal(fg_deny_until_ns(&b, 500, T0 + 4900 * MS, 0), 0);
+	assert_int_equal(fg_deny_until_ns(&b, 500, T0 + 4900 * MS, 1), T0 + 5 * S);
 	/* refilled enough: closed */
-	assert_int_equal(fg_deny_until_ns(&b, 500, T0 + 5 * S), 0);
+	assert_int_equal(fg_deny_until_ns(&b, 500, T0 + 5 * S, 1), 0);
 }
 
 static void deny_window_skips_short_waits_and_unknowns(void **state)
@@ -105,11 +109,11 @@ static void deny_window_skips_short_waits_and_unknowns(void **state)
 	fg_bucket_init(&b, 1000, 6000, T0);
 	assert_int_equal(fg_admission_decide(&b, 6000, T0).verdict, FG_ADMIT);
 	/* 100 units at 1000/s is 100 ms: below FG_DENY_MIN_NS, not worth a SYN delay */
-	assert_int_equal(fg_deny_until_ns(&b, 100, T0), 0);
-	assert_int_equal(fg_deny_until_ns(&b, 300, T0), T0 + 300 * MS);
+	assert_int_equal(fg_deny_until_ns(&b, 100, T0, 0), 0);
+	assert_int_equal(fg_deny_until_ns(&b, 300, T0, 0), T0 + 300 * MS);
 	/* no typical cost yet, or a typical request that never fits: no window */
-	assert_int_equal(fg_deny_until_ns(&b, 0, T0), 0);
-	assert_int_equal(fg_deny_until_ns(&b, 7000, T0), 0);
+	assert_int_equal(fg_deny_until_ns(&b, 0, T0, 0), 0);
+	assert_int_equal(fg_deny_until_ns(&b, 7000, T0, 1), 0);
 }
 
 int main(void)
