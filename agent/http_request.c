@@ -10,18 +10,21 @@
 #include <errno.h>
 #include <http_parser.h>
 #include <math.h>
+#include <stdalign.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <yajl/yajl_parse.h>
 
-#include "agent/buf.h"
 #include "agent/http_request.h"
 #include "agent/json_number.h"
+#include "agent/yajl_arena.h"
 
 #define MAX_CHOICES 128     /* OpenAI's own limit on n */
 #define MAX_DEPTH 2048      /* jansson's limit, which bodies were held to before */
 #define SMALL_OBJECT 8      /* keys compared one by one; larger objects sorted */
+#define ARENA_BYTES 8192    /* yajl and the key tables of a typical body: no malloc */
 
 static bool path_is(const char *path, size_t len, const char *want)
 {
@@ -157,7 +160,9 @@ struct scan {
 	struct fg_req_member iu_cut;/* and where it sits */
 
 	struct scope top, so;
-	struct fg_buf keys;         /* the open objects' keys, for duplicates */
+	struct fg_arena *arena;     /* yajl's and these tables' memory */
+	char *keys;                 /* the open objects' keys, for duplicates */
+	size_t keys_len, keys_cap;
 	struct key_ref *refs;
 	size_t n_refs, cap_refs;
 	struct object_frame *objs;
@@ -303,19 +308,32 @@ static int add_key(struct scan *sc, const unsigned char *s, size_t l)
 
 	if (count < SMALL_OBJECT)
 		for (size_t i = f->first_ref; i < sc->n_refs; i++)
-			if (sc->refs[i].len == l && (!l || !memcmp(sc->keys.data + sc->refs[i].off, s, l)))
+			if (sc->refs[i].len == l && (!l || !memcmp(sc->keys + sc->refs[i].off, s, l)))
 				return fail_with(sc, "duplicate object key");
 	if (sc->n_refs == sc->cap_refs) {
-		size_t cap = sc->cap_refs ? 2 * sc->cap_refs : 64;
-		struct key_ref *r = realloc(sc->refs, cap * sizeof(*r));
+		size_t cap = sc->cap_refs ? 2 * sc->cap_refs : 32;
+		struct key_ref *r = fg_arena_realloc(sc->arena, sc->refs, cap * sizeof(*r));
 		if (!r)
 			return fail_with(sc, "out of memory");
 		sc->refs = r;
 		sc->cap_refs = cap;
 	}
-	if (sc->keys.len + l > UINT32_MAX || fg_buf_append(&sc->keys, s, l))
+	if (sc->keys_len + l > UINT32_MAX)
 		return fail_with(sc, "out of memory");
-	sc->refs[sc->n_refs++] = (struct key_ref){ (uint32_t)(sc->keys.len - l), (uint32_t)l };
+	if (sc->keys_cap - sc->keys_len < l) {
+		size_t cap = sc->keys_cap ? sc->keys_cap : 512;
+		while (cap - sc->keys_len < l)
+			cap *= 2;
+		char *k = fg_arena_realloc(sc->arena, sc->keys, cap);
+		if (!k)
+			return fail_with(sc, "out of memory");
+		sc->keys = k;
+		sc->keys_cap = cap;
+	}
+	if (l)
+		memcpy(sc->keys + sc->keys_len, s, l);
+	sc->keys_len += l;
+	sc->refs[sc->n_refs++] = (struct key_ref){ (uint32_t)(sc->keys_len - l), (uint32_t)l };
 	return 1;
 }
 
@@ -326,13 +344,13 @@ static int end_object_keys(struct scan *sc)
 
 	if (count > SMALL_OBJECT) {
 		struct key_ref *r = sc->refs + f->first_ref;
-		qsort_r(r, count, sizeof(*r), key_cmp, sc->keys.data);
+		qsort_r(r, count, sizeof(*r), key_cmp, sc->keys);
 		for (size_t i = 1; i < count; i++)
-			if (!key_cmp(&r[i - 1], &r[i], sc->keys.data))
+			if (!key_cmp(&r[i - 1], &r[i], sc->keys))
 				return fail_with(sc, "duplicate object key");
 	}
 	sc->n_refs = f->first_ref;
-	sc->keys.len = f->keys_len;
+	sc->keys_len = f->keys_len;
 	return 1;
 }
 
@@ -432,7 +450,7 @@ static int cb_number(void *ctx, const char *s, size_t l)
 	double d;
 
 	if (l + 1 > sc->num_cap) {
-		char *n = realloc(sc->num, l + 1);
+		char *n = fg_arena_realloc(sc->arena, sc->num, l + 1);
 		if (!n)
 			return fail_with(sc, "out of memory");
 		sc->num = n;
@@ -458,8 +476,12 @@ static int cb_string(void *ctx, const unsigned char *s, size_t l)
 		return 0;
 	if (!on_value(sc, V_STRING, l, false, 0))
 		return 0;
-	if (sc->depth == 1 && sc->slot == S_MODEL)
-		snprintf(sc->info->model, sizeof(sc->info->model), "%.*s", (int)l, (const char *)s);
+	if (sc->depth == 1 && sc->slot == S_MODEL) {
+		/* truncated like snprintf("%.*s") would; a NUL never gets here */
+		size_t n = l < sizeof(sc->info->model) - 1 ? l : sizeof(sc->info->model) - 1;
+		memcpy(sc->info->model, s, n);
+		sc->info->model[n] = 0;
+	}
 	value_ended(sc, sc->depth);
 	return 1;
 }
@@ -526,13 +548,13 @@ static int cb_start_map(void *ctx)
 		return 0;
 	if (sc->n_objs == sc->cap_objs) {
 		size_t cap = sc->cap_objs ? 2 * sc->cap_objs : 16;
-		struct object_frame *o = realloc(sc->objs, cap * sizeof(*o));
+		struct object_frame *o = fg_arena_realloc(sc->arena, sc->objs, cap * sizeof(*o));
 		if (!o)
 			return fail_with(sc, "out of memory");
 		sc->objs = o;
 		sc->cap_objs = cap;
 	}
-	sc->objs[sc->n_objs++] = (struct object_frame){ sc->n_refs, sc->keys.len };
+	sc->objs[sc->n_objs++] = (struct object_frame){ sc->n_refs, sc->keys_len };
 	size_t brace = consumed(sc) - 1;
 	if (level == 0)
 		sc->info->brace = brace;
@@ -703,17 +725,22 @@ static void scan_free(struct scan *sc)
 {
 	if (sc->h)
 		yajl_free(sc->h);
-	fg_buf_free(&sc->keys);
-	free(sc->refs);
-	free(sc->objs);
-	free(sc->num);
+	fg_arena_free(sc->arena, sc->keys);
+	fg_arena_free(sc->arena, sc->refs);
+	fg_arena_free(sc->arena, sc->objs);
+	fg_arena_free(sc->arena, sc->num);
 }
 
 int fg_request_parse(enum fg_api api, const char *body, size_t len, struct fg_req_info *info,
 		     char *msg, size_t msglen, const char **param)
 {
-	struct scan sc = { .body = body, .len = len, .api = api, .info = info, .bad_message = -1 };
+	alignas(max_align_t) char mem[ARENA_BYTES];
+	struct fg_arena arena;
+	struct scan sc = { .body = body, .len = len, .api = api, .info = info, .bad_message = -1,
+			   .arena = &arena };
 	int rc = -1;
+
+	fg_arena_init(&arena, mem, sizeof(mem));
 
 	memset(info, 0, sizeof(*info));
 	*param = NULL;
@@ -731,7 +758,7 @@ int fg_request_parse(enum fg_api api, const char *body, size_t len, struct fg_re
 	if (ctl)
 		FAIL(NULL, "the request body is not valid JSON: control character 0x%02x at offset %zu",
 		     *ctl, (size_t)(ctl - body));
-	sc.h = yajl_alloc(&scan_callbacks, NULL, &sc);
+	sc.h = yajl_alloc(&scan_callbacks, &arena.funcs, &sc);
 	if (!sc.h) {
 		snprintf(msg, msglen, "out of memory while reading the request");
 		return -1;

@@ -1,10 +1,13 @@
 /* http_sse.c — event-by-event SSE relay with usage extraction; see
  * http_sse.h. */
 #include <jansson.h>
+#include <stdalign.h>
+#include <stddef.h>
 #include <string.h>
 #include <yajl/yajl_parse.h>
 #include "agent/http_sse.h"
 #include "agent/json_number.h"
+#include "agent/yajl_arena.h"
 
 void fg_sse_init(struct fg_sse *s, bool hide_usage_chunk)
 {
@@ -211,6 +214,122 @@ static const yajl_callbacks usage_callbacks = {
 	.yajl_end_array = u_close,
 };
 
+/* ---- the usual shape, read by hand ----
+ *
+ * What engines send: keys without escapes, values that are null or plain
+ * non-negative integers, prompt_tokens_details null or an object of the
+ * same. That shape is read here in one pass with the yajl reader's rules
+ * (anything else reads 0, the last duplicate wins); the first byte of any
+ * other shape (a string, a real, a sign, an array, a stray comma) hands
+ * the whole object to the yajl reader. Even with the yajl handle on the
+ * stack that reader cost ~4k instructions for ~100 bytes. */
+
+static const char *skip_ws(const char *p, const char *e)
+{
+	while (p < e && (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r'))
+		p++;
+	return p;
+}
+
+/* A key: its bytes between the quotes, or NULL when it is not plain. */
+static const char *plain_key(const char **pp, const char *e, size_t *len)
+{
+	const char *p = *pp, *k;
+
+	if (p >= e || *p != '"')
+		return NULL;
+	k = ++p;
+	while (p < e && *p != '"') {
+		if (*p == '\\' || (unsigned char)*p < 0x20)
+			return NULL;
+		p++;
+	}
+	if (p >= e)
+		return NULL;
+	*len = (size_t)(p - k);
+	*pp = p + 1;
+	return k;
+}
+
+/* null (0) or a plain non-negative integer of at most 18 digits; false for
+ * anything else, a real or a longer number included. */
+static bool plain_count(const char **pp, const char *e, double *out)
+{
+	const char *p = *pp;
+
+	if (e - p >= 4 && !memcmp(p, "null", 4)) {
+		*pp = p + 4;
+		*out = 0;
+		return true;
+	}
+	if (p >= e || *p < '0' || *p > '9')
+		return false;
+	long long v = 0;
+	int digits = 0;
+	if (*p == '0')
+		p++, digits = 1;
+	else
+		for (; p < e && *p >= '0' && *p <= '9'; p++)
+			if (++digits > 18)
+				return false;
+			else
+				v = v * 10 + (*p - '0');
+	if (p < e && ((*p >= '0' && *p <= '9') || *p == '.' || *p == 'e' || *p == 'E'))
+		return false; /* a leading zero, a fraction, an exponent */
+	*pp = p;
+	*out = (double)v;
+	return true;
+}
+
+/* An object of plain members (depth 1: usage, 2: its details); p is at the brace. */
+static bool plain_object(const char **pp, const char *e, struct usage_scan *s, int depth)
+{
+	const char *p = skip_ws(*pp + 1, e);
+
+	if (p < e && *p == '}') {
+		*pp = p + 1;
+		return true;
+	}
+	for (;;) {
+		size_t kl;
+		const char *k = plain_key(&p, e, &kl);
+		if (!k)
+			return false;
+		p = skip_ws(p, e);
+		if (p >= e || *p != ':')
+			return false;
+		p = skip_ws(p + 1, e);
+		enum usage_key key = usage_key_of((const unsigned char *)k, kl);
+		double v;
+		if (depth == 1 && key == UK_DETAILS) {
+			s->cached = 0; /* a later duplicate replaces the earlier object */
+			if (p < e && *p == '{') {
+				if (!plain_object(&p, e, s, 2))
+					return false;
+			} else if (!plain_count(&p, e, &v)) {
+				return false;
+			}
+		} else {
+			if (!plain_count(&p, e, &v))
+				return false;
+			if (depth == 1 && key == UK_PROMPT)
+				s->prompt = v;
+			else if (depth == 1 && key == UK_COMPLETION)
+				s->completion = v;
+			else if (depth == 2 && key == UK_CACHED)
+				s->cached = v;
+		}
+		p = skip_ws(p, e);
+		if (p < e && *p == '}') {
+			*pp = p + 1;
+			return true;
+		}
+		if (p >= e || *p != ',')
+			return false;
+		p = skip_ws(p + 1, e);
+	}
+}
+
 int fg_usage_parse(const char *p, size_t n, struct fg_usage *u)
 {
 	struct usage_scan s = { 0 };
@@ -221,11 +340,22 @@ int fg_usage_parse(const char *p, size_t n, struct fg_usage *u)
 	for (size_t k = 0; k < n; k++)
 		if ((unsigned char)p[k] >= 0x80)
 			return -1; /* yajl takes UTF-8 jansson refuses (overlong forms) */
-	yajl_handle h = yajl_alloc(&usage_callbacks, NULL, &s);
-	if (!h)
-		return -1;
-	yajl_parse(h, (const unsigned char *)p, n);
-	yajl_free(h);
+	/* yajl's handle from the stack: a malloc/free pair per allocation cost
+	 * as much as reading the ~100 bytes */
+	alignas(max_align_t) char mem[4096];
+	struct fg_arena arena;
+	fg_arena_init(&arena, mem, sizeof(mem));
+	const char *at = skip_ws(p, p + n);
+	if (at < p + n && *at == '{' && plain_object(&at, p + n, &s, 1)) {
+		s.done = true;
+	} else {
+		s = (struct usage_scan){ 0 };
+		yajl_handle h = yajl_alloc(&usage_callbacks, &arena.funcs, &s);
+		if (!h)
+			return -1;
+		yajl_parse(h, (const unsigned char *)p, n);
+		yajl_free(h);
+	}
 	if (!s.done || s.unsure)
 		return -1;
 	u->prompt_tokens = s.prompt;

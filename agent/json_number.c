@@ -9,6 +9,19 @@
 enum fg_json_number fg_json_number(const char *s, size_t len, char *tmp, double *real,
 				   long long *integer)
 {
+	/* most tokens are short plain integers (yajl has checked the grammar:
+	 * an optional '-', then digits without a leading zero): 18 digits
+	 * cannot overflow, so no strtoll is needed for them */
+	size_t d = len && s[0] == '-';
+	if (len - d && len - d <= 18 && !memchr(s, '.', len) && !memchr(s, 'e', len) &&
+	    !memchr(s, 'E', len)) {
+		long long v = 0;
+		for (size_t k = d; k < len; k++)
+			v = v * 10 + (s[k] - '0');
+		*integer = d ? -v : v;
+		*real = (double)*integer;
+		return FG_JSON_INT;
+	}
 	memcpy(tmp, s, len);
 	tmp[len] = '\0';
 	errno = 0;

@@ -40,6 +40,7 @@
 #define FG_OUT_LOW (256u << 10)         /* resume below this */
 #define FG_PIPELINE_MAX (64u << 10)     /* buffered bytes of a next request */
 #define FG_RESP_COPY_MAX (16u << 20)    /* non-stream body kept for usage */
+#define FG_KEY_MEMO_MAX 128             /* longest bearer key a connection remembers */
 
 struct fg_link {
 	struct fg_link *prev, *next;
@@ -141,6 +142,12 @@ struct fg_client {
 	bool closing_sent;        /* shutdown(SHUT_WR) done */
 	bool read_eof;
 	struct fg_tenant_rt *learned; /* tenant last published for this source */
+	/* the last bearer key this connection sent and its SHA-256: a
+	 * keep-alive client sends the same key with every request, and
+	 * hashing it again cost ~7% of the request path (wiped at close) */
+	uint8_t key_len;          /* 0: none remembered */
+	char key[FG_KEY_MEMO_MAX];
+	uint8_t key_hash[32];
 	struct fg_exchange x;
 };
 
@@ -171,6 +178,9 @@ struct fg_upstream {
 	uint64_t deadline_ns;
 	uint64_t idle_since_ns;
 	bool got_bytes;
+	bool fresh;               /* nothing of the response read yet */
+	bool fast;                /* its head was read by fg_resp_head_fast */
+	uint64_t fast_left;       /* then: body bytes still to come */
 };
 
 struct fg_engine_scrape;
@@ -291,5 +301,20 @@ static inline bool fg_hdr_is(const struct fg_hdrs *h, uint32_t i, const char *na
 const char *fg_hdr_value(const struct fg_hdrs *h, uint32_t i, size_t *len);
 const char *fg_hdrs_get(const struct fg_hdrs *h, const char *name, size_t *len);
 bool fg_hop_by_hop(const struct fg_hdrs *h, uint32_t i);
+/* A complete response head at the start of p[0, n) in its common form
+ * (HTTP/1.1, status 200-599 with a body, one Content-Length, no framing or
+ * connection headers, plain names and values) read into the empty h:
+ * returns its length with *status and *content_length. 0 for any other
+ * form (h left empty): http_parser reads it. */
+size_t fg_resp_head_fast(const char *p, size_t n, struct fg_hdrs *h, int *status,
+			 uint64_t *content_length);
+/* The same for a request head: "POST" or "GET", an origin-form target of
+ * plain characters, HTTP/1.1, plain headers without Connection, Expect or
+ * Transfer-Encoding, at most one Content-Length (*content_length, or
+ * UINT64_MAX), all within FG_REQ_HEAD_FAST_MAX bytes. The target goes
+ * first into h->raw (*url, *url_len), as the parser callbacks put it. */
+#define FG_REQ_HEAD_FAST_MAX (16u << 10)
+size_t fg_req_head_fast(const char *p, size_t n, struct fg_hdrs *h, int *method,
+			uint32_t *url, uint32_t *url_len, uint64_t *content_length);
 
 #endif

@@ -360,6 +360,8 @@ static int start_exchange(struct fg_client *c, struct fg_upstream *u)
 	u->body_sent = 0;
 	u->got_bytes = false;
 	u->paused = false;
+	u->fresh = true;
+	u->fast = false;
 	c->x.up = u;
 	c->state = CL_UPSTREAM;
 	c->last_progress_ns = fg_now_ns();
@@ -471,21 +473,23 @@ static bool is_event_stream(const struct fg_hdrs *h)
 	return v && len >= 17 && !strncasecmp(v, "text/event-stream", 17);
 }
 
-static int on_r_headers(http_parser *p)
+/* The engine's response head is complete (from http_parser, or from
+ * fg_resp_head_fast): the client's head goes out. content_length:
+ * ULLONG_MAX when there is none. */
+static int response_head(struct fg_client *c, int status, bool chunked, uint64_t content_length)
 {
-	struct fg_client *c = up_of(p)->client;
 	struct fg_exchange *x = &c->x;
 	const struct fg_hdrs *h = &x->rhdrs;
 	struct fg_buf *o = &c->out;
 	bool head = c->parser.method == HTTP_HEAD;
 	int rc = 0;
 
-	x->status = p->status_code;
+	x->status = status;
 	if (x->status < 200)
 		return 0; /* informational: the real head follows */
 	bool client11 = c->parser.http_major > 1 ||
 			(c->parser.http_major == 1 && c->parser.http_minor >= 1);
-	bool has_len = !(p->flags & F_CHUNKED) && p->content_length != ULLONG_MAX;
+	bool has_len = !chunked && content_length != ULLONG_MAX;
 	x->resp_no_body = head || x->status == 204 || x->status == 304;
 	x->sse = !x->resp_no_body && x->info.stream && x->status == 200 && is_event_stream(h) &&
 		 (x->api == FG_API_CHAT || x->api == FG_API_COMPLETIONS);
@@ -512,7 +516,7 @@ static int on_r_headers(http_parser *p)
 		/* nothing to frame */
 	} else if (!x->sse && has_len) {
 		rc |= fg_buf_append_str(o, "Content-Length: ");
-		rc |= fg_buf_append_uint(o, (uint64_t)p->content_length, 10);
+		rc |= fg_buf_append_uint(o, content_length, 10);
 		rc |= fg_buf_append(o, "\r\n", 2);
 	} else if (client11) {
 		x->resp_chunked = true;
@@ -529,6 +533,12 @@ static int on_r_headers(http_parser *p)
 	if (rc)
 		return -1;
 	return head ? 1 : 0; /* 1: a HEAD response has no body whatever it says */
+}
+
+static int on_r_headers(http_parser *p)
+{
+	return response_head(up_of(p)->client, p->status_code, p->flags & F_CHUNKED,
+			     p->content_length);
 }
 
 static int on_r_body(http_parser *p, const char *at, size_t len)
@@ -604,7 +614,8 @@ static void finish(struct fg_upstream *u, bool reusable)
 {
 	struct fg_client *c = u->client;
 
-	reusable = reusable && http_should_keep_alive(&u->parser);
+	/* a head read by fg_resp_head_fast is HTTP/1.1 without Connection */
+	reusable = reusable && (u->fast || http_should_keep_alive(&u->parser));
 	c->x.up = NULL;
 	if (reusable)
 		pool_put(u);
@@ -674,6 +685,36 @@ void fg_upstream_resume(struct fg_upstream *u)
 	set_events(u, EPOLLIN | EPOLLRDHUP | (u->body_sent_all ? 0 : EPOLLOUT));
 }
 
+/* The common response read without http_parser: its head by
+ * fg_resp_head_fast, its Content-Length body counted here, the same
+ * callbacks called as http_parser would. 1: *done bytes consumed; 0: not
+ * that form, http_parser reads it; -1: a callback failed. */
+static int fast_read(struct fg_upstream *u, const char *p, size_t n, size_t *done)
+{
+	struct fg_client *c = u->client;
+	size_t head = 0;
+
+	if (!u->fast) {
+		int status;
+		uint64_t len;
+		if (c->parser.method == HTTP_HEAD ||
+		    !(head = fg_resp_head_fast(p, n, &c->x.rhdrs, &status, &len)))
+			return 0;
+		u->fast = true;
+		u->fast_left = len;
+		if (response_head(c, status, false, len))
+			return -1;
+	}
+	size_t body = n - head < u->fast_left ? n - head : (size_t)u->fast_left;
+	if (body && on_r_body(&u->parser, p + head, body))
+		return -1;
+	u->fast_left -= body;
+	if (!u->fast_left && on_r_complete(&u->parser))
+		return -1;
+	*done = head + body;
+	return 1;
+}
+
 static void upstream_read(struct fg_upstream *u)
 {
 	static char buf[READ_CHUNK];
@@ -693,7 +734,15 @@ static void upstream_read(struct fg_upstream *u)
 			u->got_bytes = true;
 			u->deadline_ns = fg_now_ns() + u->px->upstream_ns;
 		}
-		size_t done = http_parser_execute(&u->parser, &resp_settings, buf, (size_t)n);
+		size_t done = 0;
+		int fast = (u->fast || u->fresh) && n > 0 ? fast_read(u, buf, (size_t)n, &done) : 0;
+		u->fresh = false;
+		if (fast < 0) {
+			fail(u, 502, "engine_error", "malformed response from the engine", false);
+			return;
+		}
+		if (!fast)
+			done = http_parser_execute(&u->parser, &resp_settings, buf, (size_t)n);
 		if (c->x.resp_done) {
 			finish(u, n > 0 && done == (size_t)n);
 			return;

@@ -1,11 +1,13 @@
 /* test_proxy_http.c — the proxy's pure pieces: request JSON validation,
  * measurement and rewrite (cache_salt, include_usage, priority), the SSE
  * relay (usage chunk hidden, usage extracted, events split across reads),
- * the streaming usage reader (differential against jansson),
+ * the streaming usage reader (differential against jansson), the fast
+ * request and response head readers (differential against http_parser),
  * cache salts, API-key hashing, Bearer parsing and trusted-source CIDRs. */
 #include <arpa/inet.h>
 #include <http_parser.h>
 #include <jansson.h>
+#include <limits.h>
 #include <netinet/in.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -19,7 +21,9 @@
 #include "agent/http_request.h"
 #include "agent/http_sse.h"
 #include "agent/identity.h"
+#include "agent/proxy_internal.h"
 #include "agent/salt.h"
+#include "selftests/common/http_head_diff.h"
 
 /* 0 when accepted */
 static int parse(enum fg_api api, const char *body, struct fg_req_info *info, char *msg,
@@ -378,6 +382,20 @@ static void usage_reader_agrees_with_jansson(void **state)
 		{ "{\"prompt_tokens\":1,}", false },
 		{ "{\"k\xc0\xb6\":1,\"prompt_tokens\":2}", false }, /* overlong UTF-8 */
 		{ "{\"k\xc3\xa9\":1,\"prompt_tokens\":2}", false }, /* any UTF-8 beyond ASCII */
+		/* the hand-read common shape and its edges */
+		{ " { \"prompt_tokens\" : 12 ,\n\"completion_tokens\":\t3 , \"prompt_tokens_details\" : "
+		  "{ \"cached_tokens\" : 4 } } ", true },
+		{ "{\"prompt_tokens\":0,\"completion_tokens\":0,\"prompt_tokens_details\":{}}", true },
+		{ "{\"prompt_tokens\":999999999999999999,\"completion_tokens\":1}", true },
+		{ "{\"prompt_tokens\":1234567890123456789,\"completion_tokens\":1}", true },
+		{ "{\"prompt_tokens\":7,\"completion_tokens\":null,\"cached_tokens\":9}", true },
+		{ "{\"prompt_tokens_details\":3,\"prompt_tokens\":2}", true },
+		{ "{\"prompt_tokens_details\":{\"cached_tokens\":5},\"prompt_tokens_details\":4}", true },
+		{ "{\"prompt_tokens\":1.0,\"completion_tokens\":2E1}", true },
+		{ "{\"prompt_tokens\":nul}", false },
+		{ "{\"prompt_tokens\":1 2}", false },
+		{ "{\"prompt_tokens\" 1}", false },
+		{ "{\"prompt_tokens\":1,,\"completion_tokens\":1}", false },
 	};
 	char deep[300];
 
@@ -408,6 +426,91 @@ static void usage_reader_agrees_with_jansson(void **state)
 	snprintf(deep + n, sizeof(deep) - n, ",\"prompt_tokens\":2}");
 	struct fg_usage u;
 	assert_int_equal(fg_usage_parse(deep, strlen(deep), &u), -1);
+}
+
+/* ---- response heads: fg_resp_head_fast against http_parser ---- */
+
+static void response_head_fast_agrees_with_http_parser(void **state)
+{
+	(void)state;
+	static const struct {
+		const char *text;
+		bool fast; /* read by fg_resp_head_fast; otherwise left to http_parser */
+	} cases[] = {
+		{ "HTTP/1.1 200 OK\r\nServer: fairgate-sim\r\nContent-Type: application/json\r\n"
+		  "Content-Length: 413\r\nx-request-id: chatcmpl-1\r\nx-sim-ttft-ms: 0.035\r\n\r\n{\"id\"", true },
+		{ "HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\nX:  \t padded\r\n\r\n", true },
+		{ "HTTP/1.1 503 \r\nContent-Length: 12\r\nRetry-After: 1\r\nv: caf\xc3\xa9\r\n\r\n", true },
+		{ "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n", false },
+		{ "HTTP/1.1 200 OK\r\nContent-Length: 5\r\nConnection: close\r\n\r\nhello", false },
+		{ "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n\r\ndata: x\n\n", false },
+		{ "HTTP/1.0 200 OK\r\nContent-Length: 5\r\n\r\nhello", false },
+		{ "HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n", false },
+		{ "HTTP/1.1 204 No Content\r\nContent-Length: 0\r\n\r\n", false },
+		{ "HTTP/1.1 200 OK\r\nContent-Length: 5\r\nContent-Length: 5\r\n\r\nhello", false },
+		{ "HTTP/1.1 200 OK\r\nContent-Length: 5 \r\n\r\nhello", false },
+		{ "HTTP/1.1 200 OK\r\nContent-Length: +5\r\n\r\nhello", false },
+		{ "HTTP/1.1 200 OK\r\nContent-Length: 5\r\nX-Fold: a\r\n b\r\n\r\nhello", false },
+		{ "HTTP/1.1 200 OK\r\nContent-Length: 5\r\nX-Empty:\r\n\r\nhello", false },
+		{ "HTTP/1.1 200 OK\r\nContent-Length: 5\nX: y\r\n\r\nhello", false },
+		{ "HTTP/1.1 200 OK\r\nContent-Length: 5\r\nX : y\r\n\r\nhello", false },
+		{ "HTTP/1.1 200 OK\r\nContent-Length: 5\r\nX: a\x01b\r\n\r\nhello", false },
+		{ "HTTP/1.1 200 OK\r\nContent-Length: 5\r\nX: a\rb\r\n\r\nhello", false },
+		{ "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n", false }, /* the head goes on */
+		/* names http_parser 2.9 takes for a framing header they only begin with */
+		{ "HTTP/1.1 200 OK\r\nContent-Length: 5\r\ntransfer-encodingx-: y\r\n\r\nhello", false },
+		{ "HTTP/1.1 200 OK\r\nContent-Length: 5\r\nConnection-X: close\r\n\r\nhello", false },
+		{ "HTTP/1.1 200 OK\r\n\r\n", false },
+		{ "HTTP/1.1 2000 OK\r\nContent-Length: 0\r\n\r\n", false },
+		/* long values: checked eight bytes at a time, then byte by byte */
+		{ "HTTP/1.1 200 OK\r\nContent-Length: 0\r\nX-Long: abcdefghij\tklmnopqrstuvwxyz\r\n\r\n", true },
+		{ "HTTP/1.1 200 OK\r\nContent-Length: 0\r\nX-Long: abcdefghijklmnop\x7fqrstuvwxyz\r\n\r\n", false },
+		{ "HTTP/1.1 200 OK\r\nContent-Length: 0\r\nX-Long: abcdefghijklmnop\x01qrstuvwxyz\r\n\r\n", false },
+		{ "HTTP/1.1 200 OK\r\nContent-Length: 0\r\nX-Long: abcdefghijklmnop\nqrstuvwxyz\r\n\r\n", false },
+	};
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		const char *why;
+		int rc = head_diff(cases[i].text, strlen(cases[i].text), false, &why);
+
+		if (rc != (cases[i].fast ? 1 : 0))
+			fail_msg("response case %zu: %s", i, why ? why : cases[i].fast ? "declined" : "taken");
+	}
+}
+
+static void request_head_fast_agrees_with_http_parser(void **state)
+{
+	(void)state;
+	static const struct {
+		const char *text;
+		bool fast;
+	} cases[] = {
+		{ "POST /v1/chat/completions HTTP/1.1\r\nHost: 10.0.0.1:8000\r\n"
+		  "Content-Type: application/json\r\nAuthorization: Bearer sk-x\r\n"
+		  "Content-Length: 2\r\n\r\n{}", true },
+		{ "GET /health?x=1&y=%20 HTTP/1.1\r\nHost: a\r\n\r\n", true },
+		{ "POST /v1/completions HTTP/1.1\r\nx-fairgate-tenant: beta\r\nContent-Length: 0\r\n\r\n", true },
+		{ "PUT /x HTTP/1.1\r\nContent-Length: 0\r\n\r\n", false },
+		{ "POST /x HTTP/1.0\r\nContent-Length: 0\r\n\r\n", false },
+		{ "POST http://a/x HTTP/1.1\r\nContent-Length: 0\r\n\r\n", false },
+		{ "POST /x#f HTTP/1.1\r\nContent-Length: 0\r\n\r\n", false },
+		{ "POST /x HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", false },
+		{ "POST /x HTTP/1.1\r\nConnection: close\r\nContent-Length: 0\r\n\r\n", false },
+		{ "POST /x HTTP/1.1\r\nExpect: 100-continue\r\nContent-Length: 2\r\n\r\n", false },
+		{ "POST /x HTTP/1.1\r\nContent-Length: 2\r\nContent-Length: 2\r\n\r\n{}", false },
+		{ "POST /x HTTP/1.1\r\nContent-Length: 2\r\nX:\r\n\r\n{}", false },
+		{ "POST /x HTTP/1.1\r\nContent-Length: 2\r\n", false },
+		{ "\r\nPOST /x HTTP/1.1\r\nContent-Length: 0\r\n\r\n", false },
+		{ "POST  /x HTTP/1.1\r\nContent-Length: 0\r\n\r\n", false },
+	};
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		const char *why;
+		int rc = head_diff(cases[i].text, strlen(cases[i].text), true, &why);
+
+		if (rc != (cases[i].fast ? 1 : 0))
+			fail_msg("request case %zu: %s", i, why ? why : cases[i].fast ? "declined" : "taken");
+	}
 }
 
 static void salts_are_stable_separate_and_valid(void **state)
@@ -499,6 +602,8 @@ int main(void)
 		cmocka_unit_test(sse_keeps_usage_when_asked),
 		cmocka_unit_test(sse_crlf_and_garbage_pass_through),
 		cmocka_unit_test(usage_reader_agrees_with_jansson),
+		cmocka_unit_test(response_head_fast_agrees_with_http_parser),
+		cmocka_unit_test(request_head_fast_agrees_with_http_parser),
 		cmocka_unit_test(salts_are_stable_separate_and_valid),
 		cmocka_unit_test(api_keys_hash_with_sha256),
 		cmocka_unit_test(bearer_parsing),
