@@ -21,6 +21,13 @@ status_of() { head -1 | awk '{ print $2 }'; }
 
 expect_eq "malformed request line: 400" "$(raw 'GARBAGE / NOPE\r\n\r\n' | status_of)" 400
 expect_eq "bad header syntax: 400" "$(raw 'GET / HTTP/1.1\r\nHo st x\r\n\r\n' | status_of)" 400
+# pipelined in one write: a plain request (the fast head reader), a chunked
+# one (http_parser) and a plain one again, answered in order
+body='{"messages":[{"role":"user","content":"pipelined"}],"max_tokens":2}'
+req="POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer $PX_KEY_A\r\n"
+out=$(raw "${req}Content-Length: ${#body}\r\n\r\n$body${req}Transfer-Encoding: chunked\r\n\r\n$(printf %x ${#body})\r\n$body\r\n0\r\n\r\nGET /health HTTP/1.1\r\nHost: x\r\n\r\n" 2)
+expect_eq "pipelined plain, chunked, plain: three answers in order" \
+	"$(grep -ao 'HTTP/1.1 [0-9]*' <<<"$out" | awk '{ printf "%s ", $2 }')$(grep -ao '"object":"chat.completion"' <<<"$out" | wc -l)" "200 200 200 2"
 r=$(chat $PX_KEY_A '{"messages":[{"role":"user","content":"x"}' -w '\n%{http_code}')
 expect_eq "malformed JSON: 400" "$(tail -1 <<<"$r")" 400
 expect_eq "malformed JSON: OpenAI error shape" "$(head -1 <<<"$r" | jq -r .error.type)" invalid_request_error
