@@ -1,6 +1,7 @@
 /* http_headers.c — header collection for libhttp-parser callbacks (which may
- * split a name or value across reads), the hop-by-hop rule, and a strict
- * reader for the common engine response head; see proxy_internal.h. */
+ * split a name or value across reads), the hop-by-hop rule, and strict
+ * readers for the common request and engine response heads; see
+ * proxy_internal.h. */
 #include <stdint.h>
 #include <string.h>
 #include <strings.h>

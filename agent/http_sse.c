@@ -267,7 +267,7 @@ static bool plain_count(const char **pp, const char *e, double *out)
 	long long v = 0;
 	int digits = 0;
 	if (*p == '0')
-		p++, digits = 1;
+		p++;
 	else
 		for (; p < e && *p >= '0' && *p <= '9'; p++)
 			if (++digits > 18)
@@ -340,15 +340,15 @@ int fg_usage_parse(const char *p, size_t n, struct fg_usage *u)
 	for (size_t k = 0; k < n; k++)
 		if ((unsigned char)p[k] >= 0x80)
 			return -1; /* yajl takes UTF-8 jansson refuses (overlong forms) */
-	/* yajl's handle from the stack: a malloc/free pair per allocation cost
-	 * as much as reading the ~100 bytes */
-	alignas(max_align_t) char mem[4096];
-	struct fg_arena arena;
-	fg_arena_init(&arena, mem, sizeof(mem));
 	const char *at = skip_ws(p, p + n);
 	if (at < p + n && *at == '{' && plain_object(&at, p + n, &s, 1)) {
 		s.done = true;
 	} else {
+		/* yajl's handle from the stack: a malloc/free pair per allocation
+		 * cost as much as reading the ~100 bytes */
+		alignas(max_align_t) char mem[4096];
+		struct fg_arena arena;
+		fg_arena_init(&arena, mem, sizeof(mem));
 		s = (struct usage_scan){ 0 };
 		yajl_handle h = yajl_alloc(&usage_callbacks, &arena.funcs, &s);
 		if (!h)

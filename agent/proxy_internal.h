@@ -178,7 +178,6 @@ struct fg_upstream {
 	uint64_t deadline_ns;
 	uint64_t idle_since_ns;
 	bool got_bytes;
-	bool fresh;               /* nothing of the response read yet */
 	bool fast;                /* its head was read by fg_resp_head_fast */
 	uint64_t fast_left;       /* then: body bytes still to come */
 };

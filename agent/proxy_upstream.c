@@ -360,7 +360,6 @@ static int start_exchange(struct fg_client *c, struct fg_upstream *u)
 	u->body_sent = 0;
 	u->got_bytes = false;
 	u->paused = false;
-	u->fresh = true;
 	u->fast = false;
 	c->x.up = u;
 	c->state = CL_UPSTREAM;
@@ -730,13 +729,13 @@ static void upstream_read(struct fg_upstream *u)
 			fail(u, 502, "engine_error", strerror(errno), true);
 			return;
 		}
+		bool first = !u->got_bytes; /* the head can only be read whole from the first bytes */
 		if (n > 0) {
 			u->got_bytes = true;
 			u->deadline_ns = fg_now_ns() + u->px->upstream_ns;
 		}
 		size_t done = 0;
-		int fast = (u->fast || u->fresh) && n > 0 ? fast_read(u, buf, (size_t)n, &done) : 0;
-		u->fresh = false;
+		int fast = (u->fast || first) && n > 0 ? fast_read(u, buf, (size_t)n, &done) : 0;
 		if (fast < 0) {
 			fail(u, 502, "engine_error", "malformed response from the engine", false);
 			return;

@@ -428,15 +428,29 @@ static void usage_reader_agrees_with_jansson(void **state)
 	assert_int_equal(fg_usage_parse(deep, strlen(deep), &u), -1);
 }
 
-/* ---- response heads: fg_resp_head_fast against http_parser ---- */
+/* ---- fast heads: fg_resp_head_fast / fg_req_head_fast against http_parser ---- */
+
+struct head_case {
+	const char *text;
+	bool fast; /* read by the fast reader; otherwise left to http_parser */
+};
+
+static void expect_head_cases(const struct head_case *cases, size_t n, bool request)
+{
+	for (size_t i = 0; i < n; i++) {
+		const char *why;
+		int rc = head_diff(cases[i].text, strlen(cases[i].text), request, &why);
+
+		if (rc != (cases[i].fast ? 1 : 0))
+			fail_msg("%s case %zu: %s", request ? "request" : "response", i,
+				 why ? why : cases[i].fast ? "declined" : "taken");
+	}
+}
 
 static void response_head_fast_agrees_with_http_parser(void **state)
 {
 	(void)state;
-	static const struct {
-		const char *text;
-		bool fast; /* read by fg_resp_head_fast; otherwise left to http_parser */
-	} cases[] = {
+	static const struct head_case cases[] = {
 		{ "HTTP/1.1 200 OK\r\nServer: fairgate-sim\r\nContent-Type: application/json\r\n"
 		  "Content-Length: 413\r\nx-request-id: chatcmpl-1\r\nx-sim-ttft-ms: 0.035\r\n\r\n{\"id\"", true },
 		{ "HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\nX:  \t padded\r\n\r\n", true },
@@ -469,22 +483,13 @@ static void response_head_fast_agrees_with_http_parser(void **state)
 		{ "HTTP/1.1 200 OK\r\nContent-Length: 0\r\nX-Long: abcdefghijklmnop\nqrstuvwxyz\r\n\r\n", false },
 	};
 
-	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-		const char *why;
-		int rc = head_diff(cases[i].text, strlen(cases[i].text), false, &why);
-
-		if (rc != (cases[i].fast ? 1 : 0))
-			fail_msg("response case %zu: %s", i, why ? why : cases[i].fast ? "declined" : "taken");
-	}
+	expect_head_cases(cases, sizeof(cases) / sizeof(cases[0]), false);
 }
 
 static void request_head_fast_agrees_with_http_parser(void **state)
 {
 	(void)state;
-	static const struct {
-		const char *text;
-		bool fast;
-	} cases[] = {
+	static const struct head_case cases[] = {
 		{ "POST /v1/chat/completions HTTP/1.1\r\nHost: 10.0.0.1:8000\r\n"
 		  "Content-Type: application/json\r\nAuthorization: Bearer sk-x\r\n"
 		  "Content-Length: 2\r\n\r\n{}", true },
@@ -504,13 +509,7 @@ static void request_head_fast_agrees_with_http_parser(void **state)
 		{ "POST  /x HTTP/1.1\r\nContent-Length: 0\r\n\r\n", false },
 	};
 
-	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-		const char *why;
-		int rc = head_diff(cases[i].text, strlen(cases[i].text), true, &why);
-
-		if (rc != (cases[i].fast ? 1 : 0))
-			fail_msg("request case %zu: %s", i, why ? why : cases[i].fast ? "declined" : "taken");
-	}
+	expect_head_cases(cases, sizeof(cases) / sizeof(cases[0]), true);
 }
 
 static void salts_are_stable_separate_and_valid(void **state)
