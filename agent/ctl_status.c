@@ -77,6 +77,13 @@ static void print_human(const json_t *r)
 	       strcmp(metrics, "off") ? "on " : "", metrics, num(r, "uptime_s"));
 	printf("kernel enforcement: %s\n",
 	       json_is_true(json_object_get(r, "kernel_enforcement")) ? "on" : "off (proxy and metering only)");
+	const json_t *ix = json_object_get(r, "source_index");
+	if (ix)
+		printf("source index: %s, %.0f learned + %.0f CIDRs%s, %.0f rebuilds (%.0f failed, %.0f redone)\n",
+		       json_is_true(json_object_get(ix, "valid")) ? "valid" : "not valid (gate asks the maps)",
+		       num(ix, "learned"), num(ix, "cidrs"),
+		       json_is_true(json_object_get(ix, "cidrs_by_trie")) ? " (CIDRs by the trie: too many prefix lengths)" : "",
+		       num(ix, "rebuilds"), num(ix, "failed"), num(ix, "redone"));
 	printf("connections: %.0f clients; engine %.0f busy, %.0f idle\n", num(r, "client_connections"),
 	       num(r, "engine_busy"), num(r, "engine_idle"));
 	printf("requests: %.0f admitted, %.0f rejected, %.0f settled, %.0f unauthenticated, %.0f malformed\n",

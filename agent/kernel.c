@@ -23,6 +23,7 @@
 
 #include "agent/kernel_internal.h"
 #include "agent/kernel_maps.h"
+#include "agent/src_index.h"
 #include "gate.skel.h"
 
 #ifndef BPF_FS_MAGIC
@@ -352,6 +353,11 @@ int fg_kernel_open(struct fg_agent_state *st, char *err, size_t errlen)
 	 * controller republishes it. Deny windows and counters are kept. */
 	fg_maps_set_overload_rank(&k->maps, -1);
 	k->maps.node->agent_started_ns = fg_now_ns();
+	/* Without the index gate is as exact, only slower on new sources. */
+	if (fg_src_index_start(&k->maps, err, errlen)) {
+		fprintf(stderr, "fairgated: %s: gate asks the maps for every new source\n", err);
+		err[0] = '\0';
+	}
 
 	for (uint32_t i = 0; i < ag->n_interfaces && i < FG_MAX_IFACES; i++)
 		if (attach_one(k, ag->interfaces[i], ag->xdp_mode, err, errlen))
@@ -415,6 +421,19 @@ void fg_kernel_close(struct fg_agent_state *st)
 	gate_bpf__destroy(k->gate);
 	free(k);
 	st->kernel = NULL;
+}
+
+bool fg_kernel_source_index(struct fg_agent_state *st, struct fg_src_index_stats *out,
+			    bool *valid)
+{
+	struct fg_node_state *n;
+
+	if (!st->kernel || !(n = st->kernel->maps.node))
+		return false;
+	fg_src_index_get_stats(&st->kernel->maps, out);
+	*valid = __atomic_load_n(&n->idx[__atomic_load_n(&n->idx_active, __ATOMIC_ACQUIRE) & 1].valid,
+				 __ATOMIC_ACQUIRE);
+	return true;
 }
 
 /* ---- what the proxy and controller publish ---- */

@@ -3,6 +3,7 @@
  * loading here (kernel.c owns that), so fairgatectl and the tests use the
  * same code fairgated does. */
 #include "agent/kernel_maps.h"
+#include "agent/src_index.h"
 #include "policy/overload.h"
 
 #include <arpa/inet.h>
@@ -91,11 +92,35 @@ static int map_mmaps(struct fg_maps *m, char *err, size_t errlen)
 	return 0;
 }
 
+/* The source index is the object's: only the programs' owner keeps it. */
+static int map_src_index(struct fg_maps *m, const struct bpf_object *obj, char *err, size_t errlen)
+{
+	const struct bpf_map *map = bpf_object__find_map_by_name(obj, FG_MAP_SRC_INDEX);
+
+	m->src_index_fd = map ? bpf_map__fd(map) : -1;
+	if (m->src_index_fd < 0) {
+		snprintf(err, errlen, "the BPF object has no loaded map %s", FG_MAP_SRC_INDEX);
+		return -1;
+	}
+	if (check_map(m->src_index_fd, FG_MAP_SRC_INDEX, BPF_MAP_TYPE_ARRAY, 4,
+		      sizeof(struct fg_src_index_slot), err, errlen))
+		return -1;
+	m->src_index_len = array_mmap_len(sizeof(struct fg_src_index_slot), 2 * FG_IDX_HALF_SLOTS);
+	m->src_index = mmap(NULL, m->src_index_len, PROT_READ | PROT_WRITE, MAP_SHARED,
+			    m->src_index_fd, 0);
+	if (m->src_index == MAP_FAILED) {
+		m->src_index = NULL;
+		snprintf(err, errlen, "mmap of map %s: %s", FG_MAP_SRC_INDEX, strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
 static void maps_reset(struct fg_maps *m)
 {
 	memset(m, 0, sizeof(*m));
 	m->tenants_fd = m->tenant_stats_fd = m->src_tenant_fd = m->src_learned_fd = -1;
-	m->node_fd = m->node_stats_fd = m->shed_events_fd = -1;
+	m->node_fd = m->node_stats_fd = m->shed_events_fd = m->src_index_fd = -1;
 }
 
 /* Each map by its name (its pin's, and its name in a BPF object) and the
@@ -162,7 +187,7 @@ int fg_maps_from_object(struct fg_maps *m, const struct bpf_object *obj, char *e
 			return -1;
 		}
 	}
-	if (map_mmaps(m, err, errlen)) {
+	if (map_mmaps(m, err, errlen) || map_src_index(m, obj, err, errlen)) {
 		fg_maps_close(m);
 		return -1;
 	}
@@ -171,6 +196,9 @@ int fg_maps_from_object(struct fg_maps *m, const struct bpf_object *obj, char *e
 
 void fg_maps_close(struct fg_maps *m)
 {
+	fg_src_index_stop(m);
+	if (m->src_index)
+		munmap(m->src_index, m->src_index_len);
 	if (m->tenants)
 		munmap(m->tenants, m->tenants_len);
 	if (m->node)
@@ -359,13 +387,19 @@ int fg_maps_set_overload_rank(struct fg_maps *m, int rank)
 	return 0;
 }
 
-void fg_maps_sources_changed(struct fg_maps *m)
+static void bump_attr_gen(struct fg_maps *m)
 {
 	if (!m->node)
 		return;
 	/* 0 means "cache nothing"; wrapping through it only costs lookups. */
 	if (!__atomic_add_fetch(&m->node->attr_gen, 1, __ATOMIC_SEQ_CST))
 		__atomic_store_n(&m->node->attr_gen, 1, __ATOMIC_SEQ_CST);
+}
+
+void fg_maps_sources_changed(struct fg_maps *m)
+{
+	fg_src_index_invalidate(m);
+	bump_attr_gen(m);
 }
 
 struct learned_age {
@@ -381,31 +415,41 @@ static int cmp_age(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
+int fg_maps_read_learned(const struct fg_maps *m, struct fg_src_key **keys,
+			 struct fg_src_learned **vals, uint32_t *n)
+{
+	uint32_t cap = FG_MAP_MAX_LEARNED, out_batch = 0;
+
+	*n = 0;
+	*keys = calloc(cap, sizeof(**keys));
+	*vals = calloc(cap, sizeof(**vals));
+	if (!*keys || !*vals)
+		return -1;
+	for (int first = 1; *n < cap; first = 0) {
+		uint32_t in_batch = out_batch, count = cap - *n;
+		int err = bpf_map_lookup_batch(m->src_learned_fd, first ? NULL : &in_batch,
+					       &out_batch, *keys + *n, *vals + *n, &count, NULL);
+
+		*n += count;
+		if (err)
+			return errno == ENOENT ? 0 : -1;
+	}
+	return 0;
+}
+
 /* src_learned is full: forget the least recently seen eighth. (A plain
  * hash, not an LRU one, so that only this file ever removes an entry and
- * can tell gate's attribution cache about it.) */
+ * can tell gate's attribution cache and source index about it.) */
 static int evict_learned(struct fg_maps *m)
 {
-	uint32_t cap = FG_MAP_MAX_LEARNED, n = 0, out_batch = 0, victims;
-	struct fg_src_key *keys = calloc(cap, sizeof(*keys));
-	struct fg_src_learned *vals = calloc(cap, sizeof(*vals));
-	struct learned_age *age = calloc(cap, sizeof(*age));
+	struct fg_src_key *keys = NULL;
+	struct fg_src_learned *vals = NULL;
+	struct learned_age *age = NULL;
+	uint32_t n, victims;
 	int rc = -1;
 
-	if (!keys || !vals || !age)
+	if (fg_maps_read_learned(m, &keys, &vals, &n) || !(age = calloc(n + 1, sizeof(*age))))
 		goto out;
-	for (int first = 1; n < cap; first = 0) {
-		uint32_t in_batch = out_batch, count = cap - n;
-		int err = bpf_map_lookup_batch(m->src_learned_fd, first ? NULL : &in_batch,
-					       &out_batch, keys + n, vals + n, &count, NULL);
-
-		n += count;
-		if (err) {
-			if (errno == ENOENT)
-				break;
-			goto out;
-		}
-	}
 	for (uint32_t i = 0; i < n; i++)
 		age[i] = (struct learned_age){ vals[i].last_seen_ns, i };
 	qsort(age, n, sizeof(*age), cmp_age);
@@ -441,9 +485,12 @@ int fg_maps_learn_source(struct fg_maps *m, const struct fg_src_key *k, uint32_t
 			return -1;
 	}
 	/* Refreshing last_seen of an unchanged entry leaves gate's cached
-	 * answers valid; anything else invalidates them. */
-	if (changed)
-		fg_maps_sources_changed(m);
+	 * answers valid; anything else invalidates them, and goes into the
+	 * source index as it is (the index stays valid). */
+	if (changed) {
+		fg_src_index_learned(m, k, &v);
+		bump_attr_gen(m);
+	}
 	return (v.flags & FG_SRC_SHARED) ? 1 : 0;
 }
 

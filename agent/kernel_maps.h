@@ -15,6 +15,8 @@
 #include "maps/fairgate_maps.h"
 #include "policy/policy.h"
 
+struct fg_src_index_rt;
+
 struct fg_maps {
 	int tenants_fd;
 	int tenant_stats_fd;
@@ -27,6 +29,10 @@ struct fg_maps {
 	size_t tenants_len;
 	struct fg_node_state *node;      /* mmap, one entry */
 	size_t node_len;
+	int src_index_fd;                /* -1 when opened from pins (fairgatectl) */
+	struct fg_src_index_slot *src_index; /* mmap, 2 x FG_IDX_HALF_SLOTS */
+	size_t src_index_len;
+	struct fg_src_index_rt *idx_rt;  /* agent/src_index.c's, once used */
 	int ncpus;
 	bool own_fds;                    /* close the fds in fg_maps_close */
 };
@@ -56,9 +62,13 @@ int fg_maps_set_overload_rank(struct fg_maps *m, int rank);
 int fg_maps_learn_source(struct fg_maps *m, const struct fg_src_key *k, uint32_t tenant_id,
 			 uint64_t now_ns);
 /* Call after changing src_learned or src_tenant by any other means: gate's
- * cached attributions from before stop counting (node.attr_gen). Every
- * fg_maps_* function that changes them calls it itself. */
+ * cached attributions from before stop counting (node.attr_gen), and so
+ * does the source index until it is rebuilt. Every fg_maps_* function that
+ * changes them calls it itself. */
 void fg_maps_sources_changed(struct fg_maps *m);
+/* All of src_learned (batch reads); *keys and *vals are malloc'd. */
+int fg_maps_read_learned(const struct fg_maps *m, struct fg_src_key **keys,
+			 struct fg_src_learned **vals, uint32_t *n);
 
 /* The published quota state is written by fairgated while fairgatectl
  * reads it from the pin (see fg_tenant_quota.updated_ns): a publish goes

@@ -5,13 +5,16 @@
  *
  * Cases: an established-flow ACK (never judged: the common packet), an
  * allowed SYN (judged, passed), a delayed SYN (judged, dropped) from a
- * learned source and from a CIDR-only source (both answered by gate's
- * attribution cache after the first SYN), the same two with the cache
- * turned off (node.attr_gen = 0: every SYN does the map lookups, as the
- * first SYN of a source does), a shed SYN (judged, rewritten into an
- * RST, XDP_TX), and a shed SYN of a flood that has spent its tenant's RST
- * budget (judged, dropped). Each case times gate and the bare program
- * alternately in the same run.
+ * learned source and from a CIDR-only source, the same two with the
+ * attribution cache turned off (node.attr_gen = 0: every SYN pays what the
+ * first SYN of a source pays), and again with the source index off too
+ * ("maps": every SYN does the map lookups, as when fairgated's index is
+ * not current), a shed SYN (judged, rewritten into an RST, XDP_TX), and a
+ * shed SYN of a flood that has spent its tenant's RST budget (judged,
+ * dropped). The source index is on (its rebuilder thread running, as in
+ * fairgated) in every case not marked "maps". Each case times gate and
+ * the bare program alternately in the same run. FG_GATE_BENCH_ONLY=text
+ * runs only the cases whose name contains it.
  *
  * Shed rewrites its packet, and the kernel never restores packet data
  * between repeats, so from the second repeat on gate would be timing an
@@ -30,8 +33,9 @@
  *
  * "spoofed src" is a SYN flood with forged addresses: the restoring helper
  * writes a pseudo-random new source from the tenant's /12 into every
- * packet, so each SYN misses the attribution cache and pays the learned
- * hash probe and the LPM walk on cold cache lines.
+ * packet, so each SYN is a source gate has never seen: the source index's
+ * learned-table probe misses on a cold line and its CIDR probes answer
+ * (with "maps": the learned hash probe and the LPM walk).
  *
  * The maps hold a realistic load: 256 tenants with two CIDRs each and 16K
  * learned sources, the judged source among the learned ones.
@@ -55,6 +59,7 @@
 
 #include "agent/event_loop.h"
 #include "agent/kernel_maps.h"
+#include "agent/src_index.h"
 #include "gate.skel.h"
 
 #define TENANTS 256
@@ -149,6 +154,35 @@ static double run_once(int prog_fd, const struct frame *f, unsigned repeat, int 
 	 * shared machine. The test run executes in our thread, so its CPU
 	 * time is the programs' plus one syscall spread over ≥1e6 packets. */
 	return ((double)(t1.tv_sec - t0.tv_sec) * 1e9 + (double)(t1.tv_nsec - t0.tv_nsec)) / repeat;
+}
+
+/* The source index on (its rebuilder running, as in fairgated, and the
+ * first build published) or off (gate asks the maps). */
+static int use_index(struct fg_maps *m, int on)
+{
+	char err[128];
+
+	if (!on) {
+		fg_src_index_stop(m);
+		fg_src_index_invalidate(m);
+		return 0;
+	}
+	if (fg_src_index_start(m, err, sizeof(err))) {
+		fprintf(stderr, "fg-gate-bench: %s\n", err);
+		return -1;
+	}
+	for (int i = 0; i < 2000; i++) {
+		uint32_t h = __atomic_load_n(&m->node->idx_active, __ATOMIC_ACQUIRE) & 1;
+
+		if (__atomic_load_n(&m->node->idx[h].valid, __ATOMIC_ACQUIRE))
+			return 0;
+		usleep(1000);
+	}
+	struct fg_src_index_stats st;
+
+	fg_src_index_get_stats(m, &st);
+	fprintf(stderr, "fg-gate-bench: the source index was not built within 2 s (%llu built, %llu failed, %llu redone)\n", st.rebuilds, st.failed, st.discarded);
+	return -1;
 }
 
 static double median(double *v, int n);
@@ -487,24 +521,28 @@ int main(int argc, char **argv)
 		const struct frame *f;
 		int want, tenant;
 		enum mode mode;
-		int uncached;
+		int uncached, no_index;
 		uint32_t spoof_base;
 		int rst_budget_spent;
 	} cases[] = {
-		{ "ack (established flow)", "pass", &ack, XDP_PASS, 9, DIRECT, 0, 0, 0 },
-		{ "syn, tenant allowed", "pass", &syn_ok, XDP_PASS, 7, DIRECT, 0, 0, 0 },
-		{ "syn, tenant delayed", "drop", &syn_delay, XDP_DROP, 9, DIRECT, 0, 0, 0 },
-		{ "syn, delayed, CIDR only", "drop", &syn_cidr, XDP_DROP, 9, DIRECT, 0, 0, 0 },
-		{ "syn, delayed, uncached", "drop", &syn_delay, XDP_DROP, 9, DIRECT, 1, 0, 0 },
-		{ "syn, delayed, CIDR, uncached", "drop", &syn_cidr, XDP_DROP, 9, DIRECT, 1, 0, 0 },
-		{ "syn, tenant delayed", "drop", &syn_delay, XDP_DROP, 9, RESTORED, 0, 0, 0 },
-		{ "syn, tenant shed", "tx rst", &syn_shed, XDP_TX, 11, RESTORED, 0, 0, 0 },
-		{ "syn, shed past RST budget", "drop", &syn_shed, XDP_DROP, 11, DIRECT, 0, 0, 1 },
-		{ "syn, delayed, spoofed src", "drop", &syn_delay, XDP_DROP, 9, RESTORED, 0, SPOOF_BASE, 0 },
-		{ "syn, tenant delayed (1/run)", "drop", &syn_delay, XDP_DROP, 9, SINGLE, 0, 0, 0 },
-		{ "syn, tenant shed (1/run)", "tx rst", &syn_shed, XDP_TX, 11, SINGLE, 0, 0, 0 },
+		{ "ack (established flow)", "pass", &ack, XDP_PASS, 9, DIRECT, 0, 0, 0, 0 },
+		{ "syn, tenant allowed", "pass", &syn_ok, XDP_PASS, 7, DIRECT, 0, 0, 0, 0 },
+		{ "syn, tenant delayed", "drop", &syn_delay, XDP_DROP, 9, DIRECT, 0, 0, 0, 0 },
+		{ "syn, delayed, CIDR only", "drop", &syn_cidr, XDP_DROP, 9, DIRECT, 0, 0, 0, 0 },
+		{ "syn, delayed, uncached", "drop", &syn_delay, XDP_DROP, 9, DIRECT, 1, 0, 0, 0 },
+		{ "syn, delayed, CIDR, uncached", "drop", &syn_cidr, XDP_DROP, 9, DIRECT, 1, 0, 0, 0 },
+		{ "syn, delayed, uncached, maps", "drop", &syn_delay, XDP_DROP, 9, DIRECT, 1, 1, 0, 0 },
+		{ "syn, delayed, CIDR, uncached, maps", "drop", &syn_cidr, XDP_DROP, 9, DIRECT, 1, 1, 0, 0 },
+		{ "syn, tenant delayed", "drop", &syn_delay, XDP_DROP, 9, RESTORED, 0, 0, 0, 0 },
+		{ "syn, tenant shed", "tx rst", &syn_shed, XDP_TX, 11, RESTORED, 0, 0, 0, 0 },
+		{ "syn, shed past RST budget", "drop", &syn_shed, XDP_DROP, 11, DIRECT, 0, 0, 0, 1 },
+		{ "syn, delayed, spoofed src", "drop", &syn_delay, XDP_DROP, 9, RESTORED, 0, 0, SPOOF_BASE, 0 },
+		{ "syn, delayed, spoofed src, maps", "drop", &syn_delay, XDP_DROP, 9, RESTORED, 0, 1, SPOOF_BASE, 0 },
+		{ "syn, tenant delayed (1/run)", "drop", &syn_delay, XDP_DROP, 9, SINGLE, 0, 0, 0, 0 },
+		{ "syn, tenant shed (1/run)", "tx rst", &syn_shed, XDP_TX, 11, SINGLE, 0, 0, 0, 0 },
 	};
 	uint32_t attr_gen = m.node->attr_gen;
+	const char *only = getenv("FG_GATE_BENCH_ONLY");
 
 	for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
 		double g[99], d[99], t[99], gd[99], gt[99];
@@ -514,7 +552,11 @@ int main(int argc, char **argv)
 		struct restorer via_gate, via_bare;
 		uint64_t want_judged = 0, judged;
 
+		if (only && !strstr(cases[c].name, only))
+			continue;
 		__atomic_store_n(&m.node->attr_gen, cases[c].uncached ? 0 : attr_gen, __ATOMIC_RELEASE);
+		if (use_index(&m, !cases[c].no_index))
+			return 1;
 		/* A budget of one RST an hour, spent an hour ahead: a flood
 		 * that has used up its RSTs long ago. */
 		m.node->rst_interval_ns = cases[c].rst_budget_spent ? HOUR_NS : 0;
@@ -622,10 +664,10 @@ int main(int argc, char **argv)
 	} else {
 		printf("gate vs bare XDP programs, BPF_PROG_TEST_RUN, median of %d runs x %u packets "
 		       "(ratio: median of the runs' ratios)\n", runs, repeat);
-		printf("%-28s %-7s %10s   %-28s %10s %7s\n", "case", "verdict", "gate ns/pkt",
+		printf("%-35s %-7s %10s   %-28s %10s %7s\n", "case", "verdict", "gate ns/pkt",
 		       "baseline", "ns/pkt", "ratio");
 		for (int i = 0; i < nres; i++)
-			printf("%-28s %-7s %10.2f   %-28s %10.2f %6.2fx\n", res[i].name, res[i].verdict,
+			printf("%-35s %-7s %10.2f   %-28s %10.2f %6.2fx\n", res[i].name, res[i].verdict,
 			       res[i].gate_ns, res[i].baseline, res[i].base_ns, res[i].ratio);
 	}
 	fg_maps_close(&m);

@@ -433,12 +433,13 @@ static __always_inline void sample_event(struct xdp_md *ctx, const struct fg_nod
 }
 
 /* A cache miss: ask the maps, then fill the slot if no other CPU is
- * writing it (seq still the even value read before the lookups). Kept out
- * of line so the hit path keeps its values in registers. */
+ * writing it (seq still the even value read before the lookups). seq_gen
+ * is the slot's seq and the generation read before, packed. Kept out of
+ * line so the hit path keeps its values in registers. */
 static __noinline int attribute_slow(const struct fg_src_key *src, struct src_cache_entry *e,
-				     __u32 seq, __u32 gen, struct fg_node_counters *nc)
+				     __u64 seq_gen, struct fg_node_counters *nc)
 {
-	__u32 now = (__u32)bpf_jiffies64();
+	__u32 now = (__u32)bpf_jiffies64(), seq = (__u32)seq_gen, gen = (__u32)(seq_gen >> 32);
 	const __u64 *a = (const __u64 *)src->addr;
 	int id, shared;
 
@@ -461,13 +462,26 @@ static __noinline int attribute_slow(const struct fg_src_key *src, struct src_ca
 	return id;
 }
 
-/* Tenant id of a source (-1 = unattributed), from the cache if it holds a
- * current answer, else from the maps. Every read of the slot is volatile,
- * so they happen in program order between the two reads of seq. */
+/* Tenant id of a source (-1 = unattributed): from the source index while
+ * fairgated keeps it current (a few array loads, no kernel call, the same
+ * for a source's first SYN as for its thousandth); else from the cache if
+ * it holds a current answer, else from the maps. Every read of a cache
+ * slot is volatile, so they happen in program order between the two reads
+ * of seq. */
 static __always_inline int attribute(const struct syn_info *s, const struct fg_node_state *n,
 				     struct fg_node_counters *nc, __u64 jiffies)
 {
 	const __u64 *a = (const __u64 *)s->src.addr;
+	int shared, id = fg_attribute_indexed(n, &s->src, coarse_now(jiffies), &shared);
+
+	if (id >= -1) {
+		if (shared)
+			nc->shared_source++;
+		/* an id no tenant has (edited by hand) is unattributed */
+		return id < FG_MAP_MAX_TENANTS ? id : -1;
+	}
+	nc->attr_without_index++;
+
 	__u32 gen = READ_ONCE(n->attr_gen);
 	__u32 slot = fg_src_cache_slot(n->src_hash_key, a[0], a[1]);
 	struct src_cache_entry *e = &src_cache[slot & (FG_SRC_CACHE_SLOTS - 1)];
@@ -484,7 +498,7 @@ static __always_inline int attribute(const struct syn_info *s, const struct fg_n
 			return (int)(answer & 0xffff) - 1;
 		}
 	}
-	return attribute_slow(&s->src, e, seq, gen, nc);
+	return attribute_slow(&s->src, e, (__u64)gen << 32 | seq, nc);
 }
 
 SEC("xdp")

@@ -115,11 +115,14 @@ static __always_inline int refused(struct fg_node_state *n, const struct fg_src_
 	struct fg_tenant_state *t;
 	__u64 now;
 	__u32 tid;
-	int id;
+	int id, shared;
 
 	if (judged_by_gate(n, ifindex))
 		return 0;
-	id = fg_attribute(remote, NULL);
+	now = bpf_ktime_get_coarse_ns();
+	id = fg_attribute_indexed(n, remote, now, &shared);
+	if (id < -1)
+		id = fg_attribute(remote, NULL);
 	if (id < 0)
 		return 0;
 	tid = (__u32)id;
@@ -127,7 +130,6 @@ static __always_inline int refused(struct fg_node_state *n, const struct fg_src_
 	tc = bpf_map_lookup_elem(&tenant_stats, &tid);
 	if (!t || !tc || !(t->flags & FG_TENANT_ACTIVE))
 		return 0;
-	now = bpf_ktime_get_coarse_ns();
 	if (*(volatile __u64 *)&t->deny_until_ns <= now ||
 	    *(volatile __u32 *)&t->verdict != FG_VERDICT_SHED)
 		return 0;

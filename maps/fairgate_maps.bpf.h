@@ -65,6 +65,15 @@ struct {
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } shed_events SEC(".maps");
 
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 2 * FG_IDX_HALF_SLOTS);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__type(key, __u32);
+	__type(value, struct fg_src_index_slot);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} src_index SEC(".maps");
+
 /* Both programs attribute sources the same way: a learned address that is
  * not shared wins, else the policy's CIDRs; -1 = unattributed. *shared says
  * a learned entry was skipped because it is shared. */
@@ -93,6 +102,84 @@ static __always_inline int fg_attribute(const struct fg_src_key *src, struct fg_
 
 	if (shared && nc)
 		nc->shared_source++;
+	return id;
+}
+
+/* One table of a src_index half: the answer for (tag, a0, a1), 0 if the
+ * table does not hold it. Volatile loads: fairgated may be writing the
+ * slot, which the caller's seqlock check then catches. */
+static __always_inline __u32 fg_index_find(__u32 base, __u32 mask, __u32 hash, __u32 tag,
+					   __u64 a0, __u64 a1)
+{
+#pragma clang loop unroll(disable)
+	for (__u32 i = 0; i < FG_IDX_PROBES; i++) {
+		__u32 at = base + ((hash + i) & mask);
+		struct fg_src_index_slot *e = bpf_map_lookup_elem(&src_index, &at);
+		__u32 t;
+
+		if (!e)
+			return 0;
+		t = *(volatile __u32 *)&e->tag;
+		if (!t)
+			return 0;
+		if (t == tag && *(volatile __u64 *)&e->addr[0] == a0 &&
+		    *(volatile __u64 *)&e->addr[1] == a1)
+			return *(volatile __u32 *)&e->answer;
+	}
+	return 0;
+}
+
+/* fg_attribute_src from the source index when a current half holds the
+ * answer: >= -1 as fg_attribute_src (with *shared), or -2 = ask the maps. */
+static __always_inline int fg_attribute_indexed(const struct fg_node_state *n,
+						 const struct fg_src_key *src, __u64 now,
+						 int *shared)
+{
+	const __u64 *a = (const __u64 *)src->addr;
+	__u32 h = *(volatile __u32 *)&n->idx_active & 1;
+	const struct fg_src_index_head *hd = &n->idx[h];
+	__u32 seq = *(volatile __u32 *)&hd->seq, base = h * FG_IDX_HALF_SLOTS, answer, nl;
+	__u64 built = *(volatile __u64 *)&hd->built_ns;
+	int id = -1;
+
+	*shared = 0;
+	if ((seq & 1) || !*(volatile __u32 *)&hd->valid || now < built ||
+	    now - built > FG_IDX_MAX_AGE_NS)
+		return -2;
+	answer = fg_index_find(base, hd->learned_mask & (FG_IDX_LEARNED_SLOTS - 1),
+			       fg_src_index_hash(hd->hash_key, a[0], a[1], 0), 1, a[0], a[1]);
+	if (answer && !(answer & FG_IDX_SHARED)) {
+		id = (int)(answer & 0xffff) - 1;
+		goto check;
+	}
+	*shared = answer != 0;
+	nl = hd->n_lens;
+	if (nl > FG_IDX_MAX_LENS)
+		return -2; /* the static part is the trie's */
+#pragma clang loop unroll(disable)
+	for (__u32 i = 0; i < FG_IDX_MAX_LENS; i++) {
+		__u32 len, tag;
+		__u64 m0, m1;
+
+		if (i >= nl)
+			break;
+		len = hd->lens[i];
+		tag = 1 + len;
+		m0 = a[0] & fg_prefix_mask64(len);
+		m1 = len > 64 ? a[1] & fg_prefix_mask64(len - 64) : 0;
+		answer = fg_index_find(base + FG_IDX_LEARNED_SLOTS,
+				       hd->static_mask & (FG_IDX_STATIC_SLOTS - 1),
+				       fg_src_index_hash(hd->hash_key, m0, m1, tag), tag, m0, m1);
+		if (answer) {
+			id = (int)(answer & 0xffff) - 1;
+			break;
+		}
+	}
+check:
+	/* Everything read while no writer touched the half. */
+	asm volatile("" ::: "memory");
+	if (*(volatile __u32 *)&hd->seq != seq)
+		return -2;
 	return id;
 }
 

@@ -25,6 +25,8 @@
 #define FG_MAP_NODE         "node"         /* array[1], mmapable: struct fg_node_state */
 #define FG_MAP_NODE_STATS   "node_stats"   /* percpu array[1]: struct fg_node_counters */
 #define FG_MAP_SHED_EVENTS  "shed_events"  /* ringbuf: struct fg_shed_event */
+#define FG_MAP_SRC_INDEX    "src_index"    /* array, mmapable: struct fg_src_index_slot,
+					    * gate's compiled copy of the two above */
 #define FG_MAP_STEER_SOCK   "steer_sock"   /* sockmap[1]: the agent's listener */
 #define FG_PIN_STEER_LINK   "steer_link"   /* steer's netns bpf_link, pinned only
 					    * with agent.steer_fail_open: false */
@@ -116,6 +118,60 @@ struct fg_tenant_counters {
 				   * RST budget (agent.shed_rst_per_s) was spent */
 };
 
+/* The source index: src_learned and src_tenant compiled by fairgated into
+ * open-addressing tables in one mmapable array (src_index), so that the
+ * first SYN of a source is attributed with a few array loads instead of a
+ * hash probe and an LPM walk (both kernel calls). It is a copy: the two
+ * maps stay the truth, which bpftool shows and edits.
+ *
+ * Each half of src_index holds a learned table (FG_IDX_LEARNED_SLOTS,
+ * addresses) and a static table (FG_IDX_STATIC_SLOTS, CIDRs keyed by
+ * prefix length and masked address); a table uses its first mask + 1
+ * slots, sized for a quarter full (half at the most: the maps' limits),
+ * and is probed linearly. A key sits at most FG_IDX_PROBES slots from its
+ * hash's slot (a build that cannot place one so draws another hash key,
+ * then spreads the table wider), so a lookup that meets an empty slot, or
+ * FG_IDX_PROBES others, has missed.
+ * Static entries are probed once per prefix length present, longest first
+ * (lens; more than FG_IDX_MAX_LENS lengths: the static part is left to the
+ * LPM trie, n_lens = FG_IDX_LENS_TRIE).
+ *
+ * A half counts only while valid, its seqlock (seq, odd while written) is
+ * unchanged across the lookups, and it was read from the maps less than
+ * FG_IDX_MAX_AGE_NS ago (built_ns): fairgated re-reads the maps every
+ * FG_IDX_REBUILD_MS, so an edit behind its back (bpftool on the pins) shows
+ * within that, and a dead fairgated's index stops counting by itself.
+ * Anything else — a bulk change being rebuilt, a seqlock moved — and the
+ * programs ask the maps, as they would without the index. */
+#define FG_IDX_LEARNED_SLOTS (1u << 17)  /* 2 x FG_MAP_MAX_LEARNED */
+#define FG_IDX_STATIC_SLOTS  (1u << 15)  /* 2 x FG_MAP_MAX_STATIC */
+#define FG_IDX_HALF_SLOTS    (FG_IDX_LEARNED_SLOTS + FG_IDX_STATIC_SLOTS)
+#define FG_IDX_PROBES        32
+#define FG_IDX_MAX_LENS      12
+#define FG_IDX_LENS_TRIE     0xff
+#define FG_IDX_MAX_AGE_NS    (2000ull * 1000 * 1000)
+#define FG_IDX_REBUILD_MS    500
+
+struct fg_src_index_slot {
+	__u64 addr[2];            /* fg_src_key as two native loads (masked: static) */
+	__u32 tag;                /* 0 = empty; learned: 1; static: 1 + prefixlen */
+	__u32 answer;             /* tenant id + 1 | FG_IDX_SHARED */
+};
+
+#define FG_IDX_SHARED (1u << 16)  /* learned, shared: skipped, like the map's */
+
+struct fg_src_index_head {
+	__u32 seq;                /* odd while the half is written */
+	__u32 valid;              /* 0: not a faithful copy (being rebuilt) */
+	__u64 built_ns;           /* CLOCK_MONOTONIC when its maps were read */
+	__u32 learned_mask;       /* slots used - 1 (a power of two - 1) */
+	__u32 static_mask;
+	__u64 hash_key[2];        /* fg_src_index_hash's, this half's */
+	__u8 n_lens;              /* static prefix lengths, or FG_IDX_LENS_TRIE */
+	__u8 lens[FG_IDX_MAX_LENS]; /* longest first, fg_lpm_key prefixlen */
+	__u8 head_pad[3];
+};
+
 /* Node-wide settings (array of one, mmapable). */
 struct fg_node_state {
 	__u16 protected_ports[FG_MAX_PROTECTED_PORTS]; /* host order; 0 = unused */
@@ -154,6 +210,11 @@ struct fg_node_state {
 	__u64 rst_interval_ns;
 	__u32 rst_burst;
 	__u32 rst_pad;
+	/* The source index (src_index): two halves, one read while fairgated
+	 * rebuilds the other; see struct fg_src_index_head. */
+	__u32 idx_active;         /* the half gate reads: 0 or 1 */
+	__u32 idx_pad;
+	struct fg_src_index_head idx[2];
 };
 
 enum fg_steer_flags {
@@ -173,6 +234,9 @@ struct fg_node_counters {
 	__u64 steered;            /* sk_lookup: handed to the agent */
 	__u64 steer_exempt;       /* sk_lookup: agent's own upstream connection */
 	__u64 steer_no_listener;  /* sk_lookup: no agent socket, fell through */
+	__u64 attr_without_index; /* judged SYNs the source index could not
+				   * answer (not valid, being written, too
+				   * old): attributed by the cache or the maps */
 };
 
 /* Source keys: IPv6, with IPv4 as ::ffff:a.b.c.d (RFC 4291 mapped). */
@@ -233,6 +297,38 @@ static inline __attribute__((always_inline)) __u32
 fg_src_cache_slot(const __u64 key[2], __u64 a0, __u64 a1)
 {
 	return (__u32)(((a0 ^ a1 ^ key[1]) * key[0]) >> (64 - FG_SRC_CACHE_BITS));
+}
+
+/* The index's hash: the key of the half (random, drawn afresh for every
+ * build) folded into the address and mixed down with three multiplies, so
+ * that every bit of the address moves every bit of the slot (an IPv4
+ * address sits in the top half of a1; the slot is hash & mask), and which
+ * sources share a cluster is unpredictable from outside and changes with
+ * every rebuild. tweak = 0 for learned addresses, 1 + prefixlen for masked
+ * static ones. */
+static inline __attribute__((always_inline)) __u32
+fg_src_index_hash(const __u64 key[2], __u64 a0, __u64 a1, __u32 tweak)
+{
+	__u64 h = (a0 ^ key[1]) * 0x9e3779b97f4a7c15ull;
+
+	h ^= a1 ^ key[0] ^ tweak;
+	h ^= h >> 32;
+	h *= 0xbf58476d1ce4e5b9ull;
+	h ^= h >> 29;
+	h *= 0x94d049bb133111ebull;
+	return (__u32)(h >> 32);
+}
+
+/* The mask that keeps the first `bits` (0..64) bits of 8 network-order
+ * bytes loaded as one native 64-bit word. */
+static inline __attribute__((always_inline)) __u64 fg_prefix_mask64(__u32 bits)
+{
+	__u64 m = bits >= 64 ? ~0ull : bits ? ~0ull << (64 - bits) : 0;
+
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+	m = __builtin_bswap64(m);
+#endif
+	return m;
 }
 
 #endif

@@ -52,6 +52,10 @@ expect_eq "alpha not denied" "$(tenant_field alpha deny_window_open)" false
 conns=$(accepted)
 r=$(probe "$PX_CLI" 600)
 check "inside the window beta's SYN goes unanswered ($r)" bash -c "[[ '$r' == timeout* ]]"
+ix=$(pctl status --json | jq -c .source_index)
+expect_eq "status: gate's source index is valid ($ix)" "$(jq -r .valid <<<"$ix")" true
+without_index() { bpftool map dump pinned "$PIN/node_stats" -j | jq '[.. | .attr_without_index? // empty] | add'; }
+before_ix=$(without_index)
 before=$(syn_delayed)
 ifc=$(ip netns exec "$PX_CNS" cat /sys/class/net/px-c/ifindex)
 sent=$(nsenter --net=/run/netns/"$PX_CNS" "$FG_BUILD/fg-gate-bench" --flood "$ifc" --src "$PX_CLI" --seconds 1 |
@@ -61,6 +65,9 @@ dropped=$((after - before))
 check "SYN flood from beta: gate dropped $dropped of ${sent:-0} SYNs (>= 95%)" \
 	awk -v d="$dropped" -v s="${sent:-0}" 'BEGIN { exit !(s > 1000 && d >= 0.95 * s) }'
 expect_eq "the flood cost the agent no connection" "$(accepted)" "$conns"
+missed=$(( $(without_index) - before_ix ))
+check "the source index answered the flood ($missed of $sent SYNs asked the maps)" \
+	awk -v m="$missed" -v s="${sent:-0}" 'BEGIN { exit !(m <= s / 100) }'
 r=$(pc2 "$PX_URL/v1/chat/completions" -H "Authorization: Bearer $PX_KEY_A" \
 	-d '{"messages":[{"role":"user","content":"still there?"}],"max_tokens":4}' -o /dev/null -w '%{http_code}')
 expect_eq "alpha's requests keep succeeding during beta's window" "$r" 200
