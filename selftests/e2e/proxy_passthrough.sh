@@ -34,6 +34,8 @@ compare() { # NAME BODY [include the engine's x-sim comment]
 compare "non-streaming" "$prompt}"
 compare "streaming without include_usage" "$prompt,\"stream\":true}"
 compare "streaming with include_usage" "$prompt,\"stream\":true,\"stream_options\":{\"include_usage\":true}}"
+# null says nothing: fairgated forces {"include_usage":true} and hides the chunk
+compare "streaming with stream_options: null" "$prompt,\"stream\":true,\"stream_options\":null}"
 
 chat $PX_KEY_A "$prompt,\"stream\":true}" >"$PX_TMP/s1"
 check "stream: forced usage chunk hidden from a client that did not ask" \
@@ -67,7 +69,7 @@ expect_eq "client keep-alive: 3 requests on 1 connection" "$n" 1
 
 # visibility
 expect_eq "metrics: alpha's ok requests counted" \
-	"$(metric 'fairgate_requests_total{tenant="alpha",outcome="ok"}')" 8
+	"$(metric 'fairgate_requests_total{tenant="alpha",outcome="ok"}')" 9
 check "metrics: alpha billed units > 0" float_le 1 "$(metric 'fairgate_tenant_units_total{tenant="alpha"}')"
 check "metrics: decision latency histogram filled" \
 	float_le 9 "$(metric 'fairgate_decision_seconds_count')"

@@ -11,8 +11,9 @@
  * non-negative numbers; the forwarded body is one JSON object without
  * duplicate keys whose cache_salt is exactly the injected one (or absent),
  * whose priority is the tier's (or absent: a client's never passes), with
- * stream_options.include_usage true when forced, and every other member
- * the client sent unchanged. */
+ * stream_options.include_usage true when forced (a client's
+ * "stream_options": null then becomes {"include_usage": true}), and every
+ * other member the client sent unchanged. */
 #include <jansson.h>
 #include <math.h>
 #include <stdlib.h>
@@ -87,6 +88,13 @@ static void check_members_kept(const json_t *in, const json_t *out, bool forced_
 			continue;
 		const json_t *o = json_object_get(out, k);
 		FUZZ_CHECK(o, "member '%s' lost", k);
+		/* "stream_options": null says nothing: forced, it becomes the
+		 * object that carries include_usage, as if it were absent */
+		if (forced_usage && !strcmp(k, "stream_options") && json_is_null(v)) {
+			FUZZ_CHECK(json_is_object(o) && json_object_size(o) == 1,
+				   "stream_options: null not replaced by {\"include_usage\": true}");
+			continue;
+		}
 		if (forced_usage && !strcmp(k, "stream_options") && json_is_object(v)) {
 			const char *k2;
 			json_t *v2;
