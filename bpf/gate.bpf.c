@@ -469,10 +469,10 @@ static __noinline int attribute_slow(const struct fg_src_key *src, struct src_ca
  * slot is volatile, so they happen in program order between the two reads
  * of seq. */
 static __always_inline int attribute(const struct syn_info *s, const struct fg_node_state *n,
-				     struct fg_node_counters *nc, __u64 jiffies)
+				     struct fg_node_counters *nc, __u64 jiffies, __u64 now)
 {
 	const __u64 *a = (const __u64 *)s->src.addr;
-	int shared, id = fg_attribute_indexed(n, &s->src, coarse_now(jiffies), &shared);
+	int shared, id = fg_attribute_indexed(n, &s->src, now, &shared);
 
 	if (id >= -1) {
 		if (shared)
@@ -533,8 +533,11 @@ int fg_gate(struct xdp_md *ctx)
 		return XDP_PASS;
 	nc->syn_judged++;
 
+	/* Tick resolution is plenty here; on this kvm-clock guest
+	 * bpf_ktime_get_ns() cost ~23 ns (fg-gate-bench). */
 	jiffies = bpf_jiffies64();
-	id = attribute(&s, n, nc, jiffies);
+	now = coarse_now(jiffies);
+	id = attribute(&s, n, nc, jiffies, now);
 	if (id < 0) {
 		nc->unattributed++;
 		return XDP_PASS;
@@ -554,9 +557,6 @@ int fg_gate(struct xdp_md *ctx)
 		return XDP_PASS;
 	}
 
-	/* Tick resolution is plenty here; on this kvm-clock guest
-	 * bpf_ktime_get_ns() cost ~23 ns (fg-gate-bench). */
-	now = coarse_now(jiffies);
 	if (until > now)
 		verdict = READ_ONCE(t->verdict);
 	if (verdict != FG_VERDICT_DELAY && verdict != FG_VERDICT_SHED) {

@@ -143,8 +143,10 @@ static __always_inline int fg_attribute_indexed(const struct fg_node_state *n,
 	int id = -1;
 
 	*shared = 0;
-	if ((seq & 1) || !*(volatile __u32 *)&hd->valid || now < built ||
-	    now - built > FG_IDX_MAX_AGE_NS)
+	/* gate's clock may lag the rebuilder's by a tick or two: a half read
+	 * from the maps "in the future" by that much is young, not stale */
+	if ((seq & 1) || !*(volatile __u32 *)&hd->valid || built > now + FG_IDX_CLOCK_SLACK_NS ||
+	    (now > built && now - built > FG_IDX_MAX_AGE_NS))
 		return -2;
 	answer = fg_index_find(base, hd->learned_mask & (FG_IDX_LEARNED_SLOTS - 1),
 			       fg_src_index_hash(hd->hash_key, a[0], a[1], 0), 1, a[0], a[1]);

@@ -150,6 +150,7 @@ struct fg_tenant_counters {
 #define FG_IDX_MAX_LENS      12
 #define FG_IDX_LENS_TRIE     0xff
 #define FG_IDX_MAX_AGE_NS    (2000ull * 1000 * 1000)
+#define FG_IDX_CLOCK_SLACK_NS (50ull * 1000 * 1000)
 #define FG_IDX_REBUILD_MS    500
 
 struct fg_src_index_slot {
@@ -314,8 +315,6 @@ fg_src_index_hash(const __u64 key[2], __u64 a0, __u64 a1, __u32 tweak)
 	h ^= a1 ^ key[0] ^ tweak;
 	h ^= h >> 32;
 	h *= 0xbf58476d1ce4e5b9ull;
-	h ^= h >> 29;
-	h *= 0x94d049bb133111ebull;
 	return (__u32)(h >> 32);
 }
 

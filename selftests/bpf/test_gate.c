@@ -1504,6 +1504,8 @@ static void index_trusted_only_when_current(void **state)
 	uint64_t built = hd->built_ns;
 	hd->built_ns = built - FG_IDX_MAX_AGE_NS - S_NS; /* its rebuilder died */
 	assert_int_equal(run_spec(&sp), XDP_TX);
+	hd->built_ns = built + FG_IDX_CLOCK_SLACK_NS + S_NS; /* written in the future: not trusted */
+	assert_int_equal(run_spec(&sp), XDP_TX);
 	hd->built_ns = built;
 	set_index_valid(false);
 	assert_int_equal(run_spec(&sp), XDP_TX);
