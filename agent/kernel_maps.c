@@ -454,6 +454,9 @@ static int evict_learned(struct fg_maps *m)
 		age[i] = (struct learned_age){ vals[i].last_seen_ns, i };
 	qsort(age, n, sizeof(*age), cmp_age);
 	victims = n / 8 ? n / 8 : n;
+	/* before the deletions too: nothing may answer from the old set
+	 * while they run */
+	fg_maps_sources_changed(m);
 	for (uint32_t i = 0; i < victims; i++)
 		bpf_map_delete_elem(m->src_learned_fd, &keys[age[i].index]);
 	fg_maps_sources_changed(m);
@@ -730,6 +733,10 @@ int fg_maps_apply_policy(struct fg_maps *m, const struct fg_policy *p, char *err
 			}
 		}
 	}
+
+	/* Tenant ids may move under every source: gate's cache and index stop
+	 * answering now, not only once the sources follow (below). */
+	fg_maps_sources_changed(m);
 
 	/* Counters follow their tenant: snapshot every slot first, then write
 	 * each new id from its tenant's old id, so no move clobbers another. */

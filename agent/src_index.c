@@ -97,10 +97,10 @@ static uint32_t learned_answer(const struct fg_src_learned *v)
 	return id | ((v->flags & FG_SRC_SHARED) ? FG_IDX_SHARED : 0);
 }
 
-static bool table_put(struct fg_src_index_slot *t, uint32_t mask, uint32_t hash, uint32_t tag,
-		      uint64_t a0, uint64_t a1, uint32_t answer)
+static bool table_put(struct fg_src_index_slot *t, uint32_t mask, uint32_t probes, uint32_t hash,
+		      uint32_t tag, uint64_t a0, uint64_t a1, uint32_t answer)
 {
-	for (uint32_t i = 0; i < FG_IDX_PROBES; i++) {
+	for (uint32_t i = 0; i < probes; i++) {
 		struct fg_src_index_slot *e = &t[(hash + i) & mask];
 
 		if (e->tag && (e->tag != tag || e->addr[0] != a0 || e->addr[1] != a1))
@@ -147,11 +147,13 @@ struct snapshot {
 	uint64_t read_ns;
 };
 
+enum fill_result { FILLED, LEARNED_CLUSTER, STATIC_CLUSTER };
+
 /* Fill the tables of half h from a snapshot with the hash key in its
- * header: false if some key lands more than FG_IDX_PROBES slots from its
- * hash's (a long cluster). */
-static bool fill_tables(struct fg_maps *m, uint32_t h, const struct snapshot *sn,
-			uint32_t lmask, uint32_t smask, bool by_trie)
+ * header; a key that lands farther from its hash's slot than the table's
+ * probes reach (a long cluster) says which table. */
+static enum fill_result fill_tables(struct fg_maps *m, uint32_t h, const struct snapshot *sn,
+				    uint32_t lmask, uint32_t smask, bool by_trie)
 {
 	struct fg_src_index_head *hd = &m->node->idx[h];
 	struct fg_src_index_slot *learned = m->src_index + (size_t)h * FG_IDX_HALF_SLOTS;
@@ -162,12 +164,13 @@ static bool fill_tables(struct fg_maps *m, uint32_t h, const struct snapshot *sn
 		uint64_t a[2];
 
 		memcpy(a, sn->lkeys[i].addr, 16);
-		if (!table_put(learned, lmask, fg_src_index_hash(hd->hash_key, a[0], a[1], 0), 1,
-			       a[0], a[1], learned_answer(&sn->lvals[i])))
-			return false;
+		if (!table_put(learned, lmask, FG_IDX_PROBES,
+			       fg_src_index_hash(hd->hash_key, a[0], a[1], 0), 1, a[0], a[1],
+			       learned_answer(&sn->lvals[i])))
+			return LEARNED_CLUSTER;
 	}
 	if (by_trie)
-		return true;
+		return FILLED;
 	memset(statics, 0, ((size_t)smask + 1) * sizeof(*statics));
 	for (uint32_t i = 0; i < sn->n_static; i++) {
 		uint32_t tag = 1 + (sn->skeys[i].prefixlen > 128 ? 128 : sn->skeys[i].prefixlen);
@@ -175,14 +178,16 @@ static bool fill_tables(struct fg_maps *m, uint32_t h, const struct snapshot *sn
 		uint64_t a[2];
 
 		static_words(&sn->skeys[i], a);
-		if (!table_put(statics, smask, fg_src_index_hash(hd->hash_key, a[0], a[1], tag), tag,
-			       a[0], a[1], id < FG_MAP_MAX_TENANTS ? id + 1 : 0xffff))
-			return false;
+		if (!table_put(statics, smask, FG_IDX_STATIC_PROBES,
+			       fg_src_index_hash(hd->hash_key, a[0], a[1], tag), tag, a[0], a[1],
+			       id < FG_MAP_MAX_TENANTS ? id + 1 : 0xffff))
+			return STATIC_CLUSTER;
 	}
-	return true;
+	return FILLED;
 }
 
-/* Fill half h from a snapshot; the half is left invalid on failure. */
+/* Fill half h from a snapshot; the half is left invalid (valid is set at
+ * publish). */
 static int build_half(struct fg_maps *m, uint32_t h, const struct snapshot *sn,
 		      struct fg_src_index_stats *st)
 {
@@ -190,6 +195,7 @@ static int build_half(struct fg_maps *m, uint32_t h, const struct snapshot *sn,
 	uint8_t lens[FG_IDX_MAX_LENS];
 	uint32_t n_lens = 0, lmask = table_mask(sn->n_learned, FG_IDX_LEARNED_SLOTS);
 	uint32_t smask = table_mask(sn->n_static, FG_IDX_STATIC_SLOTS);
+	unsigned learned_clusters = 0, static_clusters = 0;
 	bool by_trie = false, placed = false;
 
 	seq_begin(hd);
@@ -210,20 +216,30 @@ static int build_half(struct fg_maps *m, uint32_t h, const struct snapshot *sn,
 	}
 	qsort(lens, n_lens, 1, cmp_len_desc);
 
-	/* A long cluster is bad luck with the key: draw another, and after
-	 * a few, spread the tables wider while they can grow. */
-	for (int attempt = 0; !placed; attempt++) {
-		if (attempt && attempt % 4 == 0) {
-			if (lmask + 1 >= FG_IDX_LEARNED_SLOTS && smask + 1 >= FG_IDX_STATIC_SLOTS)
-				break;
-			if (lmask + 1 < FG_IDX_LEARNED_SLOTS)
-				lmask = lmask * 2 + 1;
-			if (smask + 1 < FG_IDX_STATIC_SLOTS)
-				smask = smask * 2 + 1;
-		}
+	/* A long cluster is bad luck with the key: draw another; every
+	 * fourth time spread that table wider while it can grow. CIDRs that
+	 * still do not fit are left to the trie; learned addresses that do
+	 * not (at the maps' limit, one key in several) get more draws. */
+	for (int attempt = 0; attempt < 48 && !placed; attempt++) {
 		if (getrandom(hd->hash_key, sizeof(hd->hash_key), 0) != sizeof(hd->hash_key))
 			break;
-		placed = fill_tables(m, h, sn, lmask, smask, by_trie);
+		switch (fill_tables(m, h, sn, lmask, smask, by_trie)) {
+		case FILLED:
+			placed = true;
+			break;
+		case LEARNED_CLUSTER:
+			if (++learned_clusters % 4 == 0 && lmask + 1 < FG_IDX_LEARNED_SLOTS)
+				lmask = lmask * 2 + 1;
+			break;
+		case STATIC_CLUSTER:
+			if (++static_clusters % 4 == 0) {
+				if (smask + 1 < FG_IDX_STATIC_SLOTS)
+					smask = smask * 2 + 1;
+				else
+					by_trie = true;
+			}
+			break;
+		}
 	}
 	if (!placed) {
 		seq_end(hd);
@@ -235,7 +251,6 @@ static int build_half(struct fg_maps *m, uint32_t h, const struct snapshot *sn,
 	memcpy(hd->lens, lens, n_lens);
 	hd->n_lens = by_trie ? FG_IDX_LENS_TRIE : (uint8_t)n_lens;
 	hd->built_ns = sn->read_ns;
-	__atomic_store_n(&hd->valid, 1, __ATOMIC_RELAXED);
 	seq_end(hd);
 	st->learned = sn->n_learned;
 	st->statics = sn->n_static;
@@ -253,7 +268,7 @@ static void put_learned(struct fg_maps *m, struct fg_src_index_rt *rt, uint32_t 
 	struct fg_src_index_slot *learned = m->src_index + (size_t)h * FG_IDX_HALF_SLOTS;
 
 	seq_begin(hd);
-	if (!table_put(learned, hd->learned_mask & (FG_IDX_LEARNED_SLOTS - 1),
+	if (!table_put(learned, hd->learned_mask & (FG_IDX_LEARNED_SLOTS - 1), FG_IDX_PROBES,
 		       fg_src_index_hash(hd->hash_key, a[0], a[1], 0), 1, a[0], a[1], answer)) {
 		__atomic_store_n(&hd->valid, 0, __ATOMIC_RELAXED);
 		rt->dirty = true;
@@ -333,11 +348,17 @@ static int rebuild(struct fg_maps *m, struct fg_src_index_rt *rt)
 		rt->stats.failed++;
 	} else if (rt->stale_build) {
 		/* a bulk change since the maps were read: this copy is not it */
-		__atomic_store_n(&m->node->idx[to].valid, 0, __ATOMIC_RELAXED);
 		rt->stats.discarded++;
 		rt->dirty = true;
 		rc = -1;
 	} else {
+		struct fg_src_index_head *hd = &m->node->idx[to];
+
+		/* valid only now: a discarded build never was, and a straggling
+		 * reader of this half saw it odd or invalid until here */
+		seq_begin(hd);
+		__atomic_store_n(&hd->valid, 1, __ATOMIC_RELAXED);
+		seq_end(hd);
 		for (unsigned i = 0; i < rt->n_pending; i++)
 			put_learned(m, rt, to, rt->pending[i].a, rt->pending[i].answer);
 		rt->stats.learned_while_building += rt->n_pending;

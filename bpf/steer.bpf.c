@@ -153,7 +153,8 @@ static __always_inline int no_listener(const struct fg_node_state *n,
 SEC("sk_lookup")
 int fg_steer(struct bpf_sk_lookup *ctx)
 {
-	struct fg_src_key remote, local;
+	/* 8-aligned: the source index reads the address as two 64-bit words */
+	struct fg_src_key remote __attribute__((aligned(8))), local;
 	struct fg_node_counters *nc;
 	struct fg_node_state *n;
 	struct bpf_sock *sk;

@@ -109,10 +109,10 @@ static __always_inline int fg_attribute(const struct fg_src_key *src, struct fg_
  * table does not hold it. Volatile loads: fairgated may be writing the
  * slot, which the caller's seqlock check then catches. */
 static __always_inline __u32 fg_index_find(__u32 base, __u32 mask, __u32 hash, __u32 tag,
-					   __u64 a0, __u64 a1)
+					   __u64 a0, __u64 a1, const __u32 probes)
 {
 #pragma clang loop unroll(disable)
-	for (__u32 i = 0; i < FG_IDX_PROBES; i++) {
+	for (__u32 i = 0; i < probes; i++) {
 		__u32 at = base + ((hash + i) & mask);
 		struct fg_src_index_slot *e = bpf_map_lookup_elem(&src_index, &at);
 		__u32 t;
@@ -148,14 +148,18 @@ static __always_inline int fg_attribute_indexed(const struct fg_node_state *n,
 	if ((seq & 1) || !*(volatile __u32 *)&hd->valid || built > now + FG_IDX_CLOCK_SLACK_NS ||
 	    (now > built && now - built > FG_IDX_MAX_AGE_NS))
 		return -2;
-	answer = fg_index_find(base, hd->learned_mask & (FG_IDX_LEARNED_SLOTS - 1),
-			       fg_src_index_hash(hd->hash_key, a[0], a[1], 0), 1, a[0], a[1]);
+	/* the rest of the header strictly after seq: the check at the end
+	 * covers only what was read in between */
+	asm volatile("" ::: "memory");
+	answer = fg_index_find(base, *(volatile __u32 *)&hd->learned_mask & (FG_IDX_LEARNED_SLOTS - 1),
+			       fg_src_index_hash(hd->hash_key, a[0], a[1], 0), 1, a[0], a[1],
+			       FG_IDX_PROBES);
 	if (answer && !(answer & FG_IDX_SHARED)) {
 		id = (int)(answer & 0xffff) - 1;
 		goto check;
 	}
 	*shared = answer != 0;
-	nl = hd->n_lens;
+	nl = *(volatile __u8 *)&hd->n_lens;
 	if (nl > FG_IDX_MAX_LENS)
 		return -2; /* the static part is the trie's */
 #pragma clang loop unroll(disable)
@@ -165,13 +169,14 @@ static __always_inline int fg_attribute_indexed(const struct fg_node_state *n,
 
 		if (i >= nl)
 			break;
-		len = hd->lens[i];
+		len = *(volatile __u8 *)&hd->lens[i];
 		tag = 1 + len;
 		m0 = a[0] & fg_prefix_mask64(len);
 		m1 = len > 64 ? a[1] & fg_prefix_mask64(len - 64) : 0;
 		answer = fg_index_find(base + FG_IDX_LEARNED_SLOTS,
-				       hd->static_mask & (FG_IDX_STATIC_SLOTS - 1),
-				       fg_src_index_hash(hd->hash_key, m0, m1, tag), tag, m0, m1);
+				       *(volatile __u32 *)&hd->static_mask & (FG_IDX_STATIC_SLOTS - 1),
+				       fg_src_index_hash(hd->hash_key, m0, m1, tag), tag, m0, m1,
+				       FG_IDX_STATIC_PROBES);
 		if (answer) {
 			id = (int)(answer & 0xffff) - 1;
 			break;

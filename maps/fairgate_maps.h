@@ -128,10 +128,13 @@ struct fg_tenant_counters {
  * addresses) and a static table (FG_IDX_STATIC_SLOTS, CIDRs keyed by
  * prefix length and masked address); a table uses its first mask + 1
  * slots, sized for a quarter full (half at the most: the maps' limits),
- * and is probed linearly. A key sits at most FG_IDX_PROBES slots from its
- * hash's slot (a build that cannot place one so draws another hash key,
- * then spreads the table wider), so a lookup that meets an empty slot, or
- * FG_IDX_PROBES others, has missed.
+ * and is probed linearly. A key sits at most FG_IDX_PROBES (static:
+ * FG_IDX_STATIC_PROBES) slots from its hash's slot, so a lookup that meets
+ * an empty slot, or that many others, has missed. A build that cannot
+ * place a key so draws another hash key, then spreads the table wider;
+ * CIDRs that still do not fit are left to the trie (n_lens =
+ * FG_IDX_LENS_TRIE). The reads are ordered for x86 (a compiler barrier
+ * and volatile loads), as gate's attribution cache is.
  * Static entries are probed once per prefix length present, longest first
  * (lens; more than FG_IDX_MAX_LENS lengths: the static part is left to the
  * LPM trie, n_lens = FG_IDX_LENS_TRIE).
@@ -146,7 +149,8 @@ struct fg_tenant_counters {
 #define FG_IDX_LEARNED_SLOTS (1u << 17)  /* 2 x FG_MAP_MAX_LEARNED */
 #define FG_IDX_STATIC_SLOTS  (1u << 15)  /* 2 x FG_MAP_MAX_STATIC */
 #define FG_IDX_HALF_SLOTS    (FG_IDX_LEARNED_SLOTS + FG_IDX_STATIC_SLOTS)
-#define FG_IDX_PROBES        32
+#define FG_IDX_PROBES        32  /* learned table */
+#define FG_IDX_STATIC_PROBES 8   /* static table: probed once per prefix length */
 #define FG_IDX_MAX_LENS      12
 #define FG_IDX_LENS_TRIE     0xff
 #define FG_IDX_MAX_AGE_NS    (2000ull * 1000 * 1000)
