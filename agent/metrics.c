@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "agent/engine_scrape.h"
+#include "agent/kernel.h"
 #include "agent/proxy_internal.h"
 
 #define MAX_REQUEST 8192
@@ -273,6 +274,22 @@ char *fg_metrics_render(struct fg_proxy *px, size_t *len)
 
 	help(&o, "fairgate_kernel_enforcement", "gauge", "1 when the BPF datapath is active.");
 	fg_buf_printf(&o, "fairgate_kernel_enforcement %d\n", px->st->kernel != NULL);
+
+	struct fg_src_index_stats ix;
+	bool ix_valid;
+	if (fg_kernel_source_index(px->st, &ix, &ix_valid)) {
+		node_value(&o, "fairgate_source_index_valid", "gauge",
+			   "1 while gate's source index answers (else its cache and the maps do).",
+			   ix_valid);
+		node_value(&o, "fairgate_source_index_rebuilds_total", "counter",
+			   "Source index rebuilds published.", (double)ix.rebuilds);
+		node_value(&o, "fairgate_source_index_failed_total", "counter",
+			   "Source index rebuilds that could not be built.", (double)ix.failed);
+		node_value(&o, "fairgate_source_index_learned", "gauge",
+			   "Learned sources in the last rebuild.", ix.learned);
+		node_value(&o, "fairgate_source_index_cidrs", "gauge",
+			   "Policy CIDRs in the last rebuild.", ix.statics);
+	}
 
 	if (fg_buf_append(&o, "", 1)) { /* NUL for callers that print it */
 		fg_buf_free(&o);

@@ -54,6 +54,7 @@ r=$(probe "$PX_CLI" 600)
 check "inside the window beta's SYN goes unanswered ($r)" bash -c "[[ '$r' == timeout* ]]"
 ix=$(pctl status --json | jq -c .source_index)
 expect_eq "status: gate's source index is valid ($ix)" "$(jq -r .valid <<<"$ix")" true
+expect_eq "metrics: fairgate_source_index_valid" "$(metric fairgate_source_index_valid)" 1
 without_index() { bpftool map dump pinned "$PIN/node_stats" -j | jq '[.. | .attr_without_index? // empty] | add'; }
 before_ix=$(without_index)
 before=$(syn_delayed)
