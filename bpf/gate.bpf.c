@@ -276,11 +276,13 @@ static __always_inline __u64 csum_u64(__u64 w)
 
 /* Shed: rewrite the SYN in place into the RST+ACK the kernel would have
  * sent for a closed port (RFC 9293 3.10.7.1: SEQ=0, ACK=SEG.SEQ+SEG.LEN,
- * RST|ACK), trim everything an RST does not carry (TCP options and data,
- * IPv4 options, IPv6 extension headers) and bounce it out of the same
- * interface. The TCP header is rebuilt from values read before the trim,
- * right behind a fixed-size IP header, so a SYN with IP options or
- * extension headers gets the same plain RST as any other. */
+ * RST|ACK) and bounce it out of the same interface. Nothing an RST does not
+ * carry (TCP options and data, IPv4 options, IPv6 extension headers) goes
+ * back: up to FG_RST_PAD_MAX bytes of it are zeroed and stay as Ethernet
+ * padding behind the datagram, more are trimmed. The TCP header is rebuilt
+ * from values read before, right behind a fixed-size IP header, so a SYN
+ * with IP options or extension headers gets the same plain RST as any
+ * other. */
 static __noinline int refuse(struct xdp_md *ctx, const struct syn_info *s,
 			     struct fg_node_counters *nc)
 {
@@ -292,6 +294,7 @@ static __noinline int refuse(struct xdp_md *ctx, const struct syn_info *s,
 	 * the checks catch anything else. */
 	__u32 l3 = s->l3_off & 0x3f, l4 = s->l4_off & 0x7ff, rst_l4, seg_len, ports, seq, l4_len;
 	struct tcphdr *tcp;
+	long excess;
 	__u64 sum;
 
 	if (l3 != s->l3_off || l4 != s->l4_off)
@@ -320,18 +323,39 @@ static __noinline int refuse(struct xdp_md *ctx, const struct syn_info *s,
 	seg_len += l4_len;
 
 	/* From here the SYN's TCP header may be gone: only registers. */
-	if ((long)(rst_l4 + sizeof(*tcp)) < (long)(data_end - data) &&
-	    bpf_xdp_adjust_tail(ctx, (int)(rst_l4 + sizeof(*tcp)) - (int)(data_end - data))) {
-		nc->rst_fallback_drop++;
-		return XDP_DROP;
+	excess = (long)(data_end - data) - (long)(rst_l4 + sizeof(*tcp));
+	if (excess > FG_RST_PAD_MAX) {
+		if (bpf_xdp_adjust_tail(ctx, (int)(rst_l4 + sizeof(*tcp)) - (int)(data_end - data))) {
+			nc->rst_fallback_drop++;
+			return XDP_DROP;
+		}
+		data = (void *)(long)ctx->data;
+		data_end = (void *)(long)ctx->data_end;
 	}
-	data = (void *)(long)ctx->data;
-	data_end = (void *)(long)ctx->data_end;
 	rst_l4 &= 0x7f;
 	tcp = data + rst_l4;
 	if ((void *)(tcp + 1) > data_end || data + ETH_HLEN > data_end) {
 		nc->rst_fallback_drop++;
 		return XDP_DROP;
+	}
+	if (excess > 0 && excess <= FG_RST_PAD_MAX) {
+		/* A few bytes too many (the SYN's options): zeroed where they
+		 * are, as Ethernet padding behind the RST's datagram, which
+		 * costs less than cutting them; never sent back as they were. */
+		__u8 *p = (__u8 *)(tcp + 1);
+
+		for (int i = 0; i < FG_RST_PAD_MAX / 8; i++) {
+			if ((void *)(p + 8) > data_end)
+				break;
+			*(volatile __u64 *)p = 0;
+			p += 8;
+		}
+		for (int i = 0; i < 7; i++) {
+			if ((void *)(p + 1) > data_end)
+				break;
+			*(volatile __u8 *)p = 0;
+			p++;
+		}
 	}
 	nc->rst_sent++;
 

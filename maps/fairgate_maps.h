@@ -38,6 +38,11 @@
 #define FG_NAME_LEN         32
 #define FG_MAX_PROTECTED_PORTS 8
 #define FG_MAX_GATE_IFACES 8
+/* gate's RST for a SYN with at most this many bytes more than the RST's
+ * datagram (options, a little data, IPv6 extension headers) keeps the
+ * frame's length, the surplus zeroed as Ethernet padding behind the
+ * datagram: cheaper than bpf_xdp_adjust_tail. Longer SYNs are trimmed. */
+#define FG_RST_PAD_MAX 64
 
 /* What the datapath does with a tenant's new connections. */
 enum fg_verdict {
