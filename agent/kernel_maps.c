@@ -92,28 +92,41 @@ static int map_mmaps(struct fg_maps *m, char *err, size_t errlen)
 	return 0;
 }
 
+/* One mmapable array of the object's, mapped; NULL with err on failure. */
+static void *map_object_array(const struct bpf_object *obj, const char *name, size_t value_size,
+			      size_t entries, int *fd, size_t *len, char *err, size_t errlen)
+{
+	const struct bpf_map *map = bpf_object__find_map_by_name(obj, name);
+	void *p;
+
+	*fd = map ? bpf_map__fd(map) : -1;
+	if (*fd < 0) {
+		snprintf(err, errlen, "the BPF object has no loaded map %s", name);
+		return NULL;
+	}
+	if (check_map(*fd, name, BPF_MAP_TYPE_ARRAY, 4, (uint32_t)value_size, err, errlen))
+		return NULL;
+	*len = array_mmap_len(value_size, entries);
+	p = mmap(NULL, *len, PROT_READ | PROT_WRITE, MAP_SHARED, *fd, 0);
+	if (p == MAP_FAILED) {
+		snprintf(err, errlen, "mmap of map %s: %s", name, strerror(errno));
+		return NULL;
+	}
+	return p;
+}
+
 /* The source index is the object's: only the programs' owner keeps it. */
 static int map_src_index(struct fg_maps *m, const struct bpf_object *obj, char *err, size_t errlen)
 {
-	const struct bpf_map *map = bpf_object__find_map_by_name(obj, FG_MAP_SRC_INDEX);
-
-	m->src_index_fd = map ? bpf_map__fd(map) : -1;
-	if (m->src_index_fd < 0) {
-		snprintf(err, errlen, "the BPF object has no loaded map %s", FG_MAP_SRC_INDEX);
+	m->src_index = map_object_array(obj, FG_MAP_SRC_INDEX, sizeof(struct fg_src_index_slot),
+					2 * FG_IDX_HALF_SLOTS, &m->src_index_fd,
+					&m->src_index_len, err, errlen);
+	if (!m->src_index)
 		return -1;
-	}
-	if (check_map(m->src_index_fd, FG_MAP_SRC_INDEX, BPF_MAP_TYPE_ARRAY, 4,
-		      sizeof(struct fg_src_index_slot), err, errlen))
-		return -1;
-	m->src_index_len = array_mmap_len(sizeof(struct fg_src_index_slot), 2 * FG_IDX_HALF_SLOTS);
-	m->src_index = mmap(NULL, m->src_index_len, PROT_READ | PROT_WRITE, MAP_SHARED,
-			    m->src_index_fd, 0);
-	if (m->src_index == MAP_FAILED) {
-		m->src_index = NULL;
-		snprintf(err, errlen, "mmap of map %s: %s", FG_MAP_SRC_INDEX, strerror(errno));
-		return -1;
-	}
-	return 0;
+	m->src_index_fp = map_object_array(obj, FG_MAP_SRC_INDEX_FP, sizeof(uint64_t),
+					   2 * FG_IDX_FP_WORDS, &m->src_index_fp_fd,
+					   &m->src_index_fp_len, err, errlen);
+	return m->src_index_fp ? 0 : -1;
 }
 
 static void maps_reset(struct fg_maps *m)
@@ -121,6 +134,7 @@ static void maps_reset(struct fg_maps *m)
 	memset(m, 0, sizeof(*m));
 	m->tenants_fd = m->tenant_stats_fd = m->src_tenant_fd = m->src_learned_fd = -1;
 	m->node_fd = m->node_stats_fd = m->shed_events_fd = m->src_index_fd = -1;
+	m->src_index_fp_fd = -1;
 }
 
 /* Each map by its name (its pin's, and its name in a BPF object) and the
@@ -199,6 +213,8 @@ void fg_maps_close(struct fg_maps *m)
 	fg_src_index_stop(m);
 	if (m->src_index)
 		munmap(m->src_index, m->src_index_len);
+	if (m->src_index_fp)
+		munmap(m->src_index_fp, m->src_index_fp_len);
 	if (m->tenants)
 		munmap(m->tenants, m->tenants_len);
 	if (m->node)

@@ -32,6 +32,9 @@ struct fg_maps {
 	int src_index_fd;                /* -1 when opened from pins (fairgatectl) */
 	struct fg_src_index_slot *src_index; /* mmap, 2 x FG_IDX_HALF_SLOTS */
 	size_t src_index_len;
+	int src_index_fp_fd;
+	uint64_t *src_index_fp;          /* mmap, 2 x FG_IDX_FP_WORDS */
+	size_t src_index_fp_len;
 	struct fg_src_index_rt *idx_rt;  /* agent/src_index.c's, once used */
 	int ncpus;
 	bool own_fds;                    /* close the fds in fg_maps_close */

@@ -56,7 +56,7 @@ static uint64_t coarse_now_ns(void)
 
 static struct fg_src_index_rt *runtime(struct fg_maps *m)
 {
-	if (!m->src_index || !m->node)
+	if (!m->src_index || !m->src_index_fp || !m->node)
 		return NULL;
 	if (!m->idx_rt) {
 		struct fg_src_index_rt *rt = calloc(1, sizeof(*rt));
@@ -97,11 +97,14 @@ static uint32_t learned_answer(const struct fg_src_learned *v)
 	return id | ((v->flags & FG_SRC_SHARED) ? FG_IDX_SHARED : 0);
 }
 
-static bool table_put(struct fg_src_index_slot *t, uint32_t mask, uint32_t probes, uint32_t hash,
-		      uint32_t tag, uint64_t a0, uint64_t a1, uint32_t answer)
+/* Put a key in a table (and, for the learned one, its fingerprint in fps:
+ * the u64 words seen as u16 lanes, slot i in lane i, little-endian). */
+static bool table_put(struct fg_src_index_slot *t, uint16_t *fps, uint32_t mask, uint32_t probes,
+		      uint32_t hash, uint32_t tag, uint64_t a0, uint64_t a1, uint32_t answer)
 {
 	for (uint32_t i = 0; i < probes; i++) {
-		struct fg_src_index_slot *e = &t[(hash + i) & mask];
+		uint32_t slot = (hash + i) & mask;
+		struct fg_src_index_slot *e = &t[slot];
 
 		if (e->tag && (e->tag != tag || e->addr[0] != a0 || e->addr[1] != a1))
 			continue;
@@ -109,9 +112,16 @@ static bool table_put(struct fg_src_index_slot *t, uint32_t mask, uint32_t probe
 		e->addr[1] = a1;
 		e->answer = answer;
 		__atomic_store_n(&e->tag, tag, __ATOMIC_RELAXED);
+		if (fps)
+			__atomic_store_n(&fps[slot], fg_src_index_fp(hash), __ATOMIC_RELAXED);
 		return true;
 	}
 	return false;
+}
+
+static uint16_t *half_fps(struct fg_maps *m, uint32_t h)
+{
+	return (uint16_t *)(m->src_index_fp + (size_t)h * FG_IDX_FP_WORDS);
 }
 
 static uint32_t table_mask(uint32_t n, uint32_t cap)
@@ -160,11 +170,12 @@ static enum fill_result fill_tables(struct fg_maps *m, uint32_t h, const struct 
 	struct fg_src_index_slot *statics = learned + FG_IDX_LEARNED_SLOTS;
 
 	memset(learned, 0, ((size_t)lmask + 1) * sizeof(*learned));
+	memset(half_fps(m, h), 0, ((size_t)lmask + 1) * sizeof(uint16_t));
 	for (uint32_t i = 0; i < sn->n_learned; i++) {
 		uint64_t a[2];
 
 		memcpy(a, sn->lkeys[i].addr, 16);
-		if (!table_put(learned, lmask, FG_IDX_PROBES,
+		if (!table_put(learned, half_fps(m, h), lmask, FG_IDX_PROBES,
 			       fg_src_index_hash(hd->hash_key, a[0], a[1], 0), 1, a[0], a[1],
 			       learned_answer(&sn->lvals[i])))
 			return LEARNED_CLUSTER;
@@ -178,7 +189,7 @@ static enum fill_result fill_tables(struct fg_maps *m, uint32_t h, const struct 
 		uint64_t a[2];
 
 		static_words(&sn->skeys[i], a);
-		if (!table_put(statics, smask, FG_IDX_STATIC_PROBES,
+		if (!table_put(statics, NULL, smask, FG_IDX_STATIC_PROBES,
 			       fg_src_index_hash(hd->hash_key, a[0], a[1], tag), tag, a[0], a[1],
 			       id < FG_MAP_MAX_TENANTS ? id + 1 : 0xffff))
 			return STATIC_CLUSTER;
@@ -268,7 +279,8 @@ static void put_learned(struct fg_maps *m, struct fg_src_index_rt *rt, uint32_t 
 	struct fg_src_index_slot *learned = m->src_index + (size_t)h * FG_IDX_HALF_SLOTS;
 
 	seq_begin(hd);
-	if (!table_put(learned, hd->learned_mask & (FG_IDX_LEARNED_SLOTS - 1), FG_IDX_PROBES,
+	if (!table_put(learned, half_fps(m, h), hd->learned_mask & (FG_IDX_LEARNED_SLOTS - 1),
+		       FG_IDX_PROBES,
 		       fg_src_index_hash(hd->hash_key, a[0], a[1], 0), 1, a[0], a[1], answer)) {
 		__atomic_store_n(&hd->valid, 0, __ATOMIC_RELAXED);
 		rt->dirty = true;
@@ -410,7 +422,7 @@ void fg_src_index_invalidate(struct fg_maps *m)
 {
 	struct fg_src_index_rt *rt = m->idx_rt;
 
-	if (!m->src_index || !m->node)
+	if (!m->src_index || !m->src_index_fp || !m->node)
 		return;
 	if (rt)
 		pthread_mutex_lock(&rt->lock);

@@ -74,6 +74,15 @@ struct {
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } src_index SEC(".maps");
 
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 2 * FG_IDX_FP_WORDS);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__type(key, __u32);
+	__type(value, __u64);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} src_index_fp SEC(".maps");
+
 /* Both programs attribute sources the same way: a learned address that is
  * not shared wins, else the policy's CIDRs; -1 = unattributed. *shared says
  * a learned entry was skipped because it is shared. */
@@ -129,6 +138,39 @@ static __always_inline __u32 fg_index_find(__u32 base, __u32 mask, __u32 hash, _
 	return 0;
 }
 
+/* The learned table of half h: the answer for address (a0, a1), 0 if it
+ * does not hold it. The fingerprints are scanned, a slot read only on a
+ * match. */
+static __always_inline __u32 fg_index_find_learned(__u32 h, __u32 mask, __u32 hash, __u64 a0,
+						   __u64 a1)
+{
+	__u16 fp = fg_src_index_fp(hash);
+
+#pragma clang loop unroll(disable)
+	for (__u32 i = 0; i < FG_IDX_PROBES; i++) {
+		__u32 slot = (hash + i) & mask, w = h * FG_IDX_FP_WORDS + (slot >> 2), at;
+		__u64 *word = bpf_map_lookup_elem(&src_index_fp, &w);
+		struct fg_src_index_slot *e;
+		__u16 f;
+
+		if (!word)
+			return 0;
+		f = (__u16)(*(volatile __u64 *)word >> ((slot & 3) * 16));
+		if (!f)
+			return 0;
+		if (f != fp)
+			continue;
+		at = h * FG_IDX_HALF_SLOTS + slot;
+		e = bpf_map_lookup_elem(&src_index, &at);
+		if (!e)
+			return 0;
+		if (*(volatile __u32 *)&e->tag == 1 && *(volatile __u64 *)&e->addr[0] == a0 &&
+		    *(volatile __u64 *)&e->addr[1] == a1)
+			return *(volatile __u32 *)&e->answer;
+	}
+	return 0;
+}
+
 /* fg_attribute_src from the source index when a current half holds the
  * answer: >= -1 as fg_attribute_src (with *shared), or -2 = ask the maps. */
 static __always_inline int fg_attribute_indexed(const struct fg_node_state *n,
@@ -151,9 +193,9 @@ static __always_inline int fg_attribute_indexed(const struct fg_node_state *n,
 	/* the rest of the header strictly after seq: the check at the end
 	 * covers only what was read in between */
 	asm volatile("" ::: "memory");
-	answer = fg_index_find(base, *(volatile __u32 *)&hd->learned_mask & (FG_IDX_LEARNED_SLOTS - 1),
-			       fg_src_index_hash(hd->hash_key, a[0], a[1], 0), 1, a[0], a[1],
-			       FG_IDX_PROBES);
+	answer = fg_index_find_learned(h, *(volatile __u32 *)&hd->learned_mask &
+						  (FG_IDX_LEARNED_SLOTS - 1),
+				       fg_src_index_hash(hd->hash_key, a[0], a[1], 0), a[0], a[1]);
 	if (answer && !(answer & FG_IDX_SHARED)) {
 		id = (int)(answer & 0xffff) - 1;
 		goto check;

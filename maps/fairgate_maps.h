@@ -27,6 +27,8 @@
 #define FG_MAP_SHED_EVENTS  "shed_events"  /* ringbuf: struct fg_shed_event */
 #define FG_MAP_SRC_INDEX    "src_index"    /* array, mmapable: struct fg_src_index_slot,
 					    * gate's compiled copy of the two above */
+#define FG_MAP_SRC_INDEX_FP "src_index_fp" /* array, mmapable: __u64, the learned
+					    * slots' 16-bit fingerprints, four a word */
 #define FG_MAP_STEER_SOCK   "steer_sock"   /* sockmap[1]: the agent's listener */
 #define FG_PIN_STEER_LINK   "steer_link"   /* steer's netns bpf_link, pinned only
 					    * with agent.steer_fail_open: false */
@@ -144,6 +146,12 @@ struct fg_tenant_counters {
  * (lens; more than FG_IDX_MAX_LENS lengths: the static part is left to the
  * LPM trie, n_lens = FG_IDX_LENS_TRIE).
  *
+ * The learned table has a shadow, src_index_fp: one 16-bit fingerprint of
+ * the hash per slot (0 = empty), 32 to a cache line, so that a lookup of an
+ * address never seen (every SYN of a forged flood) reads one small line
+ * instead of a run of 24-byte slots; a slot is read only when its
+ * fingerprint matches.
+ *
  * A half counts only while valid, its seqlock (seq, odd while written) is
  * unchanged across the lookups, and it was read from the maps less than
  * FG_IDX_MAX_AGE_NS ago (built_ns): fairgated re-reads the maps every
@@ -154,6 +162,7 @@ struct fg_tenant_counters {
 #define FG_IDX_LEARNED_SLOTS (1u << 17)  /* 2 x FG_MAP_MAX_LEARNED */
 #define FG_IDX_STATIC_SLOTS  (1u << 15)  /* 2 x FG_MAP_MAX_STATIC */
 #define FG_IDX_HALF_SLOTS    (FG_IDX_LEARNED_SLOTS + FG_IDX_STATIC_SLOTS)
+#define FG_IDX_FP_WORDS      (FG_IDX_LEARNED_SLOTS / 4) /* per half */
 #define FG_IDX_PROBES        32  /* learned table */
 #define FG_IDX_STATIC_PROBES 8   /* static table: probed once per prefix length */
 #define FG_IDX_MAX_LENS      12
@@ -325,6 +334,12 @@ fg_src_index_hash(const __u64 key[2], __u64 a0, __u64 a1, __u32 tweak)
 	h ^= h >> 32;
 	h *= 0xbf58476d1ce4e5b9ull;
 	return (__u32)(h >> 32);
+}
+
+/* A learned slot's fingerprint: the hash's high half, never 0. */
+static inline __attribute__((always_inline)) __u16 fg_src_index_fp(__u32 hash)
+{
+	return (__u16)(hash >> 16) | 1;
 }
 
 /* The mask that keeps the first `bits` (0..64) bits of 8 network-order
