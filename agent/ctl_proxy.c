@@ -164,10 +164,9 @@ static json_t *cmd_status(struct fg_agent_state *st, json_t *req, char *err, siz
 	if (r)
 		json_object_set_new(r, "scheduling", scheduling_json(px));
 	struct fg_src_index_stats ix;
-	bool ix_valid;
-	if (r && fg_kernel_source_index(st, &ix, &ix_valid))
+	if (r && fg_kernel_source_index(st, &ix))
 		json_object_set_new(r, "source_index",
-				    json_pack("{s:b, s:I, s:I, s:I, s:i, s:i, s:b}", "valid", ix_valid,
+				    json_pack("{s:b, s:I, s:I, s:I, s:i, s:i, s:b}", "valid", ix.valid,
 					      "rebuilds", (json_int_t)ix.rebuilds, "failed",
 					      (json_int_t)ix.failed, "redone", (json_int_t)ix.discarded,
 					      "learned", (int)ix.learned, "cidrs", (int)ix.statics,

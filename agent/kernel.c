@@ -423,16 +423,11 @@ void fg_kernel_close(struct fg_agent_state *st)
 	st->kernel = NULL;
 }
 
-bool fg_kernel_source_index(struct fg_agent_state *st, struct fg_src_index_stats *out,
-			    bool *valid)
+bool fg_kernel_source_index(struct fg_agent_state *st, struct fg_src_index_stats *out)
 {
-	struct fg_node_state *n;
-
-	if (!st->kernel || !(n = st->kernel->maps.node))
+	if (!st->kernel)
 		return false;
 	fg_src_index_get_stats(&st->kernel->maps, out);
-	*valid = __atomic_load_n(&n->idx[__atomic_load_n(&n->idx_active, __ATOMIC_ACQUIRE) & 1].valid,
-				 __ATOMIC_ACQUIRE);
 	return true;
 }
 

@@ -76,9 +76,8 @@ int fg_kernel_steer_listener(struct fg_agent_state *st, int listen_fd);
 int fg_kernel_steer_private_port(struct fg_agent_state *st, uint16_t port);
 /* Whether steer is attached (transparent mode with kernel enforcement). */
 bool fg_kernel_steering(const struct fg_agent_state *st);
-/* gate's source index: its rebuilds so far and whether the half gate
- * reads is valid now; false without kernel enforcement. */
-bool fg_kernel_source_index(struct fg_agent_state *st, struct fg_src_index_stats *out,
-			    bool *valid);
+/* gate's source index: whether it answers now and its rebuilds so far;
+ * false without kernel enforcement. */
+bool fg_kernel_source_index(struct fg_agent_state *st, struct fg_src_index_stats *out);
 
 #endif

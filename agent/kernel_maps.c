@@ -54,6 +54,21 @@ static int check_map(int fd, const char *name, uint32_t type, uint32_t key_size,
 	return 0;
 }
 
+/* An mmapable array map mapped read-write; NULL with err on failure. */
+static void *mmap_array(int fd, const char *name, size_t value_size, size_t entries, size_t *len,
+			char *err, size_t errlen)
+{
+	void *p;
+
+	*len = array_mmap_len(value_size, entries);
+	p = mmap(NULL, *len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (p == MAP_FAILED) {
+		snprintf(err, errlen, "mmap of map %s: %s", name, strerror(errno));
+		return NULL;
+	}
+	return p;
+}
+
 static int map_mmaps(struct fg_maps *m, char *err, size_t errlen)
 {
 	if (check_map(m->tenants_fd, FG_MAP_TENANTS, BPF_MAP_TYPE_ARRAY, 4,
@@ -75,21 +90,13 @@ static int map_mmaps(struct fg_maps *m, char *err, size_t errlen)
 		snprintf(err, errlen, "cannot count possible CPUs");
 		return -1;
 	}
-	m->tenants_len = array_mmap_len(sizeof(struct fg_tenant_state), FG_MAP_MAX_TENANTS);
-	m->tenants = mmap(NULL, m->tenants_len, PROT_READ | PROT_WRITE, MAP_SHARED, m->tenants_fd, 0);
-	if (m->tenants == MAP_FAILED) {
-		m->tenants = NULL;
-		snprintf(err, errlen, "mmap of map %s: %s", FG_MAP_TENANTS, strerror(errno));
+	m->tenants = mmap_array(m->tenants_fd, FG_MAP_TENANTS, sizeof(struct fg_tenant_state),
+				FG_MAP_MAX_TENANTS, &m->tenants_len, err, errlen);
+	if (!m->tenants)
 		return -1;
-	}
-	m->node_len = array_mmap_len(sizeof(struct fg_node_state), 1);
-	m->node = mmap(NULL, m->node_len, PROT_READ | PROT_WRITE, MAP_SHARED, m->node_fd, 0);
-	if (m->node == MAP_FAILED) {
-		m->node = NULL;
-		snprintf(err, errlen, "mmap of map %s: %s", FG_MAP_NODE, strerror(errno));
-		return -1;
-	}
-	return 0;
+	m->node = mmap_array(m->node_fd, FG_MAP_NODE, sizeof(struct fg_node_state), 1, &m->node_len,
+			     err, errlen);
+	return m->node ? 0 : -1;
 }
 
 /* One mmapable array of the object's, mapped; NULL with err on failure. */
@@ -97,7 +104,6 @@ static void *map_object_array(const struct bpf_object *obj, const char *name, si
 			      size_t entries, int *fd, size_t *len, char *err, size_t errlen)
 {
 	const struct bpf_map *map = bpf_object__find_map_by_name(obj, name);
-	void *p;
 
 	*fd = map ? bpf_map__fd(map) : -1;
 	if (*fd < 0) {
@@ -106,13 +112,7 @@ static void *map_object_array(const struct bpf_object *obj, const char *name, si
 	}
 	if (check_map(*fd, name, BPF_MAP_TYPE_ARRAY, 4, (uint32_t)value_size, err, errlen))
 		return NULL;
-	*len = array_mmap_len(value_size, entries);
-	p = mmap(NULL, *len, PROT_READ | PROT_WRITE, MAP_SHARED, *fd, 0);
-	if (p == MAP_FAILED) {
-		snprintf(err, errlen, "mmap of map %s: %s", name, strerror(errno));
-		return NULL;
-	}
-	return p;
+	return mmap_array(*fd, name, value_size, entries, len, err, errlen);
 }
 
 /* The source index is the object's: only the programs' owner keeps it. */

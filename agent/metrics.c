@@ -276,11 +276,10 @@ char *fg_metrics_render(struct fg_proxy *px, size_t *len)
 	fg_buf_printf(&o, "fairgate_kernel_enforcement %d\n", px->st->kernel != NULL);
 
 	struct fg_src_index_stats ix;
-	bool ix_valid;
-	if (fg_kernel_source_index(px->st, &ix, &ix_valid)) {
+	if (fg_kernel_source_index(px->st, &ix)) {
 		node_value(&o, "fairgate_source_index_valid", "gauge",
 			   "1 while gate's source index answers (else its cache and the maps do).",
-			   ix_valid);
+			   ix.valid);
 		node_value(&o, "fairgate_source_index_rebuilds_total", "counter",
 			   "Source index rebuilds published.", (double)ix.rebuilds);
 		node_value(&o, "fairgate_source_index_failed_total", "counter",

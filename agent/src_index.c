@@ -90,11 +90,14 @@ static void seq_end(struct fg_src_index_head *hd)
 
 static uint32_t learned_answer(const struct fg_src_learned *v)
 {
-	/* An id no tenant can have (edited by hand) stays out of range, and
-	 * gate judges it unattributed, as it would from the map. */
-	uint32_t id = v->tenant_id < FG_MAP_MAX_TENANTS ? v->tenant_id + 1 : 0xffff;
+	return fg_src_index_answer(v->tenant_id) | ((v->flags & FG_SRC_SHARED) ? FG_IDX_SHARED : 0);
+}
 
-	return id | ((v->flags & FG_SRC_SHARED) ? FG_IDX_SHARED : 0);
+/* A CIDR's prefix length as the index keys it (an LPM key may claim more
+ * than the 128 bits it has). */
+static uint8_t static_len(const struct fg_lpm_key *k)
+{
+	return (uint8_t)(k->prefixlen > 128 ? 128 : k->prefixlen);
 }
 
 /* Put a key in a table (and, for the learned one, its fingerprint in fps:
@@ -135,7 +138,7 @@ static uint32_t table_mask(uint32_t n, uint32_t cap)
 
 static void static_words(const struct fg_lpm_key *k, uint64_t a[2])
 {
-	uint32_t len = k->prefixlen > 128 ? 128 : k->prefixlen;
+	uint32_t len = static_len(k);
 
 	memcpy(a, k->addr, 16);
 	a[0] &= fg_prefix_mask64(len);
@@ -184,14 +187,13 @@ static enum fill_result fill_tables(struct fg_maps *m, uint32_t h, const struct 
 		return FILLED;
 	memset(statics, 0, ((size_t)smask + 1) * sizeof(*statics));
 	for (uint32_t i = 0; i < sn->n_static; i++) {
-		uint32_t tag = 1 + (sn->skeys[i].prefixlen > 128 ? 128 : sn->skeys[i].prefixlen);
-		uint32_t id = sn->svals[i].tenant_id;
+		uint32_t tag = 1u + static_len(&sn->skeys[i]);
 		uint64_t a[2];
 
 		static_words(&sn->skeys[i], a);
 		if (!table_put(statics, NULL, smask, FG_IDX_STATIC_PROBES,
 			       fg_src_index_hash(hd->hash_key, a[0], a[1], tag), tag, a[0], a[1],
-			       id < FG_MAP_MAX_TENANTS ? id + 1 : 0xffff))
+			       fg_src_index_answer(sn->svals[i].tenant_id)))
 			return STATIC_CLUSTER;
 	}
 	return FILLED;
@@ -213,7 +215,7 @@ static int build_half(struct fg_maps *m, uint32_t h, const struct snapshot *sn,
 	__atomic_store_n(&hd->valid, 0, __ATOMIC_RELAXED);
 
 	for (uint32_t i = 0; i < sn->n_static && !by_trie; i++) {
-		uint8_t len = (uint8_t)(sn->skeys[i].prefixlen > 128 ? 128 : sn->skeys[i].prefixlen);
+		uint8_t len = static_len(&sn->skeys[i]);
 		bool seen = false;
 
 		for (uint32_t j = 0; j < n_lens && !seen; j++)
@@ -519,9 +521,14 @@ void fg_src_index_get_stats(struct fg_maps *m, struct fg_src_index_stats *out)
 	struct fg_src_index_rt *rt = m->idx_rt;
 
 	memset(out, 0, sizeof(*out));
-	if (!rt)
-		return;
-	pthread_mutex_lock(&rt->lock);
-	*out = rt->stats;
-	pthread_mutex_unlock(&rt->lock);
+	if (rt) {
+		pthread_mutex_lock(&rt->lock);
+		*out = rt->stats;
+		pthread_mutex_unlock(&rt->lock);
+	}
+	if (m->src_index && m->node) {
+		uint32_t h = __atomic_load_n(&m->node->idx_active, __ATOMIC_ACQUIRE) & 1;
+
+		out->valid = __atomic_load_n(&m->node->idx[h].valid, __ATOMIC_ACQUIRE);
+	}
 }

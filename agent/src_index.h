@@ -36,8 +36,9 @@ void fg_src_index_invalidate(struct fg_maps *m);
 int fg_src_index_start(struct fg_maps *m, char *err, size_t errlen);
 void fg_src_index_stop(struct fg_maps *m);
 
-/* How a rebuild went, for fairgatectl status and the tests. */
+/* How rebuilds went, for fairgatectl status and the tests. */
 struct fg_src_index_stats {
+	bool valid;                     /* the half gate reads answers now */
 	unsigned long long rebuilds;    /* published */
 	unsigned long long failed;      /* could not be built (left invalid) */
 	unsigned long long discarded;   /* overtaken by a bulk change: redone */

@@ -36,8 +36,8 @@
  * "spoofed src" is a SYN flood with forged addresses: the restoring helper
  * writes a pseudo-random new source from the tenant's /12 into every
  * packet, so each SYN is a source gate has never seen: the source index's
- * learned-table probe misses on a cold line and its CIDR probes answer
- * (with "maps": the learned hash probe and the LPM walk).
+ * learned-table fingerprints miss and its CIDR probes answer (with "maps":
+ * the learned hash probe and the LPM walk on cold lines).
  *
  * The maps hold a realistic load: 256 tenants with two CIDRs each and 16K
  * learned sources, the judged source among the learned ones.
@@ -173,17 +173,16 @@ static int use_index(struct fg_maps *m, int on)
 		fprintf(stderr, "fg-gate-bench: %s\n", err);
 		return -1;
 	}
-	for (int i = 0; i < 2000; i++) {
-		uint32_t h = __atomic_load_n(&m->node->idx_active, __ATOMIC_ACQUIRE) & 1;
+	struct fg_src_index_stats st;
 
-		if (__atomic_load_n(&m->node->idx[h].valid, __ATOMIC_ACQUIRE))
+	for (int i = 0; i < 2000; i++) {
+		fg_src_index_get_stats(m, &st);
+		if (st.valid)
 			return 0;
 		usleep(1000);
 	}
-	struct fg_src_index_stats st;
-
-	fg_src_index_get_stats(m, &st);
-	fprintf(stderr, "fg-gate-bench: the source index was not built within 2 s (%llu built, %llu failed, %llu redone)\n", st.rebuilds, st.failed, st.discarded);
+	fprintf(stderr, "fg-gate-bench: the source index was not built within 2 s (%llu built, "
+		"%llu failed, %llu redone)\n", st.rebuilds, st.failed, st.discarded);
 	return -1;
 }
 

@@ -501,8 +501,7 @@ static __always_inline int attribute(const struct syn_info *s, const struct fg_n
 	if (id >= -1) {
 		if (shared)
 			nc->shared_source++;
-		/* an id no tenant has (edited by hand) is unattributed */
-		return id < FG_MAP_MAX_TENANTS ? id : -1;
+		return id;
 	}
 	nc->attr_without_index++;
 

@@ -114,9 +114,17 @@ static __always_inline int fg_attribute(const struct fg_src_key *src, struct fg_
 	return id;
 }
 
-/* One table of a src_index half: the answer for (tag, a0, a1), 0 if the
- * table does not hold it. Volatile loads: fairgated may be writing the
- * slot, which the caller's seqlock check then catches. */
+/* Whether a src_index slot holds (tag, a0, a1). Volatile loads: fairgated
+ * may be writing the slot, which the caller's seqlock check then catches. */
+static __always_inline int fg_index_holds(const struct fg_src_index_slot *e, __u32 tag, __u64 a0,
+					  __u64 a1)
+{
+	return *(volatile __u32 *)&e->tag == tag && *(volatile __u64 *)&e->addr[0] == a0 &&
+	       *(volatile __u64 *)&e->addr[1] == a1;
+}
+
+/* The static table of a src_index half: the answer for (tag, a0, a1), 0 if
+ * it does not hold it. */
 static __always_inline __u32 fg_index_find(__u32 base, __u32 mask, __u32 hash, __u32 tag,
 					   __u64 a0, __u64 a1, const __u32 probes)
 {
@@ -124,15 +132,10 @@ static __always_inline __u32 fg_index_find(__u32 base, __u32 mask, __u32 hash, _
 	for (__u32 i = 0; i < probes; i++) {
 		__u32 at = base + ((hash + i) & mask);
 		struct fg_src_index_slot *e = bpf_map_lookup_elem(&src_index, &at);
-		__u32 t;
 
-		if (!e)
+		if (!e || !*(volatile __u32 *)&e->tag)
 			return 0;
-		t = *(volatile __u32 *)&e->tag;
-		if (!t)
-			return 0;
-		if (t == tag && *(volatile __u64 *)&e->addr[0] == a0 &&
-		    *(volatile __u64 *)&e->addr[1] == a1)
+		if (fg_index_holds(e, tag, a0, a1))
 			return *(volatile __u32 *)&e->answer;
 	}
 	return 0;
@@ -164,15 +167,15 @@ static __always_inline __u32 fg_index_find_learned(__u32 h, __u32 mask, __u32 ha
 		e = bpf_map_lookup_elem(&src_index, &at);
 		if (!e)
 			return 0;
-		if (*(volatile __u32 *)&e->tag == 1 && *(volatile __u64 *)&e->addr[0] == a0 &&
-		    *(volatile __u64 *)&e->addr[1] == a1)
+		if (fg_index_holds(e, 1, a0, a1))
 			return *(volatile __u32 *)&e->answer;
 	}
 	return 0;
 }
 
 /* fg_attribute_src from the source index when a current half holds the
- * answer: >= -1 as fg_attribute_src (with *shared), or -2 = ask the maps. */
+ * answer: a tenant id below FG_MAP_MAX_TENANTS or -1 (with *shared), or
+ * -2 = ask the maps. */
 static __always_inline int fg_attribute_indexed(const struct fg_node_state *n,
 						 const struct fg_src_key *src, __u64 now,
 						 int *shared)
@@ -197,7 +200,7 @@ static __always_inline int fg_attribute_indexed(const struct fg_node_state *n,
 						  (FG_IDX_LEARNED_SLOTS - 1),
 				       fg_src_index_hash(hd->hash_key, a[0], a[1], 0), a[0], a[1]);
 	if (answer && !(answer & FG_IDX_SHARED)) {
-		id = (int)(answer & 0xffff) - 1;
+		id = fg_src_index_tenant(answer);
 		goto check;
 	}
 	*shared = answer != 0;
@@ -220,7 +223,7 @@ static __always_inline int fg_attribute_indexed(const struct fg_node_state *n,
 				       fg_src_index_hash(hd->hash_key, m0, m1, tag), tag, m0, m1,
 				       FG_IDX_STATIC_PROBES);
 		if (answer) {
-			id = (int)(answer & 0xffff) - 1;
+			id = fg_src_index_tenant(answer);
 			break;
 		}
 	}

@@ -140,11 +140,10 @@ struct fg_tenant_counters {
  * an empty slot, or that many others, has missed. A build that cannot
  * place a key so draws another hash key, then spreads the table wider;
  * CIDRs that still do not fit are left to the trie (n_lens =
- * FG_IDX_LENS_TRIE). The reads are ordered for x86 (a compiler barrier
- * and volatile loads), as gate's attribution cache is.
- * Static entries are probed once per prefix length present, longest first
- * (lens; more than FG_IDX_MAX_LENS lengths: the static part is left to the
- * LPM trie, n_lens = FG_IDX_LENS_TRIE).
+ * FG_IDX_LENS_TRIE). Static entries are probed once per prefix length
+ * present, longest first (lens; more than FG_IDX_MAX_LENS lengths: the
+ * static part is left to the LPM trie too). The reads are ordered for x86
+ * (a compiler barrier and volatile loads), as gate's attribution cache is.
  *
  * The learned table has a shadow, src_index_fp: one 16-bit fingerprint of
  * the hash per slot (0 = empty), 32 to a cache line, so that a lookup of an
@@ -178,6 +177,22 @@ struct fg_src_index_slot {
 };
 
 #define FG_IDX_SHARED (1u << 16)  /* learned, shared: skipped, like the map's */
+#define FG_IDX_NO_TENANT 0xffffu  /* an id no tenant has (a map edited by hand) */
+
+/* A slot's answer for a tenant id, and back: an id out of range is stored
+ * as FG_IDX_NO_TENANT and read as -1 (unattributed), as gate judges it
+ * when the maps name it. */
+static inline __attribute__((always_inline)) __u32 fg_src_index_answer(__u32 tenant_id)
+{
+	return tenant_id < FG_MAP_MAX_TENANTS ? tenant_id + 1 : FG_IDX_NO_TENANT;
+}
+
+static inline __attribute__((always_inline)) int fg_src_index_tenant(__u32 answer)
+{
+	__u32 id = answer & 0xffff;
+
+	return id == FG_IDX_NO_TENANT ? -1 : (int)id - 1;
+}
 
 struct fg_src_index_head {
 	__u32 seq;                /* odd while the half is written */
@@ -319,12 +334,12 @@ fg_src_cache_slot(const __u64 key[2], __u64 a0, __u64 a1)
 }
 
 /* The index's hash: the key of the half (random, drawn afresh for every
- * build) folded into the address and mixed down with three multiplies, so
- * that every bit of the address moves every bit of the slot (an IPv4
- * address sits in the top half of a1; the slot is hash & mask), and which
- * sources share a cluster is unpredictable from outside and changes with
- * every rebuild. tweak = 0 for learned addresses, 1 + prefixlen for masked
- * static ones. */
+ * build) folded into the address and mixed down with two multiplies, the
+ * slot taken from the high half of the last product, so that every bit of
+ * the address moves every bit of the slot (an IPv4 address sits in the top
+ * half of a1; the slot is hash & mask), and which sources share a cluster
+ * is unpredictable from outside and changes with every rebuild. tweak = 0
+ * for learned addresses, 1 + prefixlen for masked static ones. */
 static inline __attribute__((always_inline)) __u32
 fg_src_index_hash(const __u64 key[2], __u64 a0, __u64 a1, __u32 tweak)
 {

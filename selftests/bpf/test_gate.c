@@ -1305,7 +1305,10 @@ static void fuzz_matches_reference(void **state)
 
 static bool index_valid(void)
 {
-	return maps.node->idx[maps.node->idx_active & 1].valid;
+	struct fg_src_index_stats st;
+
+	fg_src_index_get_stats(&maps, &st);
+	return st.valid;
 }
 
 static void set_index_valid(bool on)
