@@ -1,5 +1,6 @@
 /* ctl_plan.c — `fairgatectl plan`: the cost model's derivations for a policy,
- * printed the way the seed works them out, or as JSON (keys per DESIGN.md).
+ * printed the way the seed works them out, or as JSON (keys per DESIGN.md),
+ * with the price of an output token by the context it decodes against.
  * Optional: a tenant load (--rps/--in/--out) and a context length (--context). */
 #include <getopt.h>
 #include <jansson.h>
@@ -71,9 +72,58 @@ static int parse_args(int argc, char **argv, struct plan_args *a)
 	return 0;
 }
 
+/* The contexts the per-token table shows: the reference, then the sizes
+ * tiers are usually cut at, then --context if it is another one. */
+#define TABLE_MAX 6
+static const double table_contexts[] = { 8192, 32768, 131072 };
+
+static uint32_t table_rows(const struct fg_cost_model *cm, const struct plan_args *a,
+			   double rows[TABLE_MAX])
+{
+	uint32_t n = 0;
+
+	rows[n++] = cm->ref_context;
+	for (size_t i = 0; i < sizeof(table_contexts) / sizeof(table_contexts[0]); i++)
+		if (table_contexts[i] != cm->ref_context)
+			rows[n++] = table_contexts[i];
+	if (a->have_context) {
+		bool seen = false;
+		for (uint32_t i = 0; i < n; i++)
+			seen |= rows[i] == a->context;
+		if (!seen)
+			rows[n++] = a->context;
+	}
+	return n;
+}
+
+static const char *pricing_name(const struct fg_cost_model *cm)
+{
+	return cm->output_pricing == FG_OUTPUT_FLAT ? "flat" : "context";
+}
+
+/* A tenant load's output tokens as the model prices them: one per request
+ * under flat pricing, else the request's decode steps (its first token
+ * comes with the prefill) at their mean price. */
+struct load_output {
+	double tokens, weight;
+};
+static struct load_output load_output(const struct fg_cost_model *cm, const struct plan_args *a)
+{
+	struct load_output lo = { a->out, cm->output_weight };
+
+	if (cm->output_pricing == FG_OUTPUT_CONTEXT) {
+		lo.tokens = a->out > 1 ? a->out - 1 : 0;
+		lo.weight = lo.tokens > 0 ? fg_output_units(cm, a->in, a->out, 1) / lo.tokens : 0;
+	}
+	return lo;
+}
+
 static void print_json(const struct fg_cost_model *cm, const struct plan_args *a)
 {
 	json_t *o = json_object();
+	double rows[TABLE_MAX];
+	uint32_t n_rows = table_rows(cm, a, rows);
+	char key[32];
 
 	json_object_set_new(o, "prompt_token_us", json_real(cm->prompt_token_s * 1e6));
 	json_object_set_new(o, "decode_step_ms", json_real(cm->decode_step_s * 1e3));
@@ -84,6 +134,19 @@ static void print_json(const struct fg_cost_model *cm, const struct plan_args *a
 	json_object_set_new(o, "kv_pool_tokens", json_real(cm->kv_pool_tokens));
 	json_object_set_new(o, "dedicated_usd_per_month", json_real(cm->dedicated_usd_per_month));
 	json_object_set_new(o, "cached_prompt_weight", json_real(cm->cached_prompt_weight));
+	json_object_set_new(o, "output_pricing", json_string(pricing_name(cm)));
+	json_object_set_new(o, "output_token_weights_us", json_real(cm->output_weights_share_s * 1e6));
+	json_object_set_new(o, "output_token_ns_per_context_token",
+			    json_real(cm->output_s_per_context * 1e9));
+	json_t *us = json_object(), *units = json_object();
+	for (uint32_t i = 0; i < n_rows; i++) {
+		snprintf(key, sizeof(key), "%.0f", rows[i]);
+		json_object_set_new(us, key, json_real(fg_output_token_s(cm, rows[i]) * 1e6));
+		json_object_set_new(units, key,
+				    json_real(fg_output_token_s(cm, rows[i]) / cm->prompt_token_s));
+	}
+	json_object_set_new(o, "output_token_us_at_context", us);
+	json_object_set_new(o, "output_weight_at_context", units);
 	if (a->have_load) {
 		struct fg_load_cost l = fg_load_cost(cm, a->rps, a->in, a->out);
 		json_object_set_new(o, "tenant_units_per_s", json_real(l.units_per_s));
@@ -95,6 +158,10 @@ static void print_json(const struct fg_cost_model *cm, const struct plan_args *a
 		json_object_set_new(o, "context_kv_gib", json_real(c.kv_gib));
 		json_object_set_new(o, "context_kv_bytes_per_gpu", json_real(c.kv_bytes_per_gpu));
 		json_object_set_new(o, "context_pool_share", json_real(c.pool_share));
+		json_object_set_new(o, "context_output_token_us",
+				    json_real(fg_output_token_s(cm, a->context) * 1e6));
+		json_object_set_new(o, "context_output_weight",
+				    json_real(fg_output_token_s(cm, a->context) / cm->prompt_token_s));
 	}
 	json_dumpf(o, stdout, JSON_INDENT(2) | JSON_REAL_PRECISION(10));
 	fputc('\n', stdout);
@@ -126,6 +193,8 @@ static void print_human(const struct fg_policy *p, const struct fg_cost_model *c
 {
 	const struct fg_replica *r = &p->replica;
 	char b1[32], b2[32], b3[32];
+	double rows[TABLE_MAX];
+	uint32_t n_rows = table_rows(cm, a, rows);
 
 	printf("replica: %s, %u GPUs, prefill MFU %.2f, decode MBU %.2f, batch %u at %u tokens of context\n\n",
 	       r->model.name, r->gpus, r->prefill_mfu, r->decode_mbu, r->decode_batch, r->decode_context);
@@ -140,6 +209,21 @@ static void print_human(const struct fg_policy *p, const struct fg_cost_model *c
 	       cm->output_token_s * 1e6);
 	printf("weight        = %.1f / %.2f = %.2f prompt-token units per output token\n",
 	       cm->output_token_s * 1e6, cm->prompt_token_s * 1e6, cm->output_weight);
+	printf("output token at context c = %.2f ms / %u + c x %.0f B / %u / %s = %.2f us + c x %.2f ns\n",
+	       fg_decode_step_s(cm, 0) * 1e3, r->decode_batch, cm->kv_bytes_per_token, r->gpus,
+	       sci(cm->hbm_effective_per_gpu, 3, b3, sizeof(b3)), cm->output_weights_share_s * 1e6,
+	       cm->output_s_per_context * 1e9);
+	printf("  %9s  %10s  %7s\n", "context", "per token", "units");
+	for (uint32_t i = 0; i < n_rows; i++) {
+		double s = fg_output_token_s(cm, rows[i]);
+		printf("  %9.0f  %7.1f us  %7.2f%s\n", rows[i], s * 1e6, s / cm->prompt_token_s,
+		       rows[i] == cm->ref_context ? "  (reference: the weight above)" : "");
+	}
+	if (cm->output_pricing == FG_OUTPUT_CONTEXT)
+		printf("output pricing: context: a choice's first token comes with its prefill, "
+		       "its k-th is priced at prompt + k - 1\n");
+	else
+		printf("output pricing: flat: every output token at %.2f units\n", cm->output_weight);
 	printf("replica budget = %.2f / %.2f us = %.0f units per second at a %.0f%% ceiling\n",
 	       r->ceiling, cm->prompt_token_s * 1e6, cm->replica_units_per_s, r->ceiling * 100);
 	printf("KV per token  = 2 x %u layers x %u kv_heads x %u x %.0f B = %.0f B\n", r->model.layers,
@@ -150,9 +234,13 @@ static void print_human(const struct fg_policy *p, const struct fg_cost_model *c
 	       r->usd_per_hour, FG_HOURS_PER_MONTH, cm->dedicated_usd_per_month);
 	if (a->have_load) {
 		struct fg_load_cost l = fg_load_cost(cm, a->rps, a->in, a->out);
+		struct load_output lo = load_output(cm, a);
 		printf("\ntenant at %g req/s, %g in / %g out:\n", a->rps, a->in, a->out);
+		if (cm->output_pricing == FG_OUTPUT_CONTEXT && lo.tokens > 0)
+			printf("output        = %g decode steps from %g to %g tokens of context, %.3f units each on average\n",
+			       lo.tokens, a->in + 1, a->in + lo.tokens, lo.weight);
 		printf("units/s       = %g x (%g + %g x %.3f) = %.0f, or %.2f replicas\n", a->rps, a->in,
-		       a->out, cm->output_weight, l.units_per_s, l.replicas);
+		       lo.tokens, lo.weight, l.units_per_s, l.replicas);
 	}
 	if (a->have_context) {
 		struct fg_context_cost c = fg_context_cost(cm, a->context);
@@ -161,6 +249,10 @@ static void print_human(const struct fg_policy *p, const struct fg_cost_model *c
 		       cm->kv_bytes_per_token, c.kv_gib, c.kv_bytes_per_gpu / 1e9, r->gpus);
 		printf("share of pool = %.0f / %.0f = %.0f%%\n", a->context, cm->kv_pool_tokens,
 		       c.pool_share * 100);
+		double s = fg_output_token_s(cm, a->context);
+		printf("output token  = %.2f us + %.0f x %.2f ns = %.1f us = %.2f units\n",
+		       cm->output_weights_share_s * 1e6, a->context, cm->output_s_per_context * 1e9,
+		       s * 1e6, s / cm->prompt_token_s);
 	}
 }
 
@@ -184,7 +276,7 @@ int fg_cmd_plan(int argc, char **argv)
 		free(p);
 		return 2;
 	}
-	fg_cost_model_init(&cm, &p->replica);
+	fg_cost_model_init_policy(&cm, p);
 	if (a.json)
 		print_json(&cm, &a);
 	else

@@ -266,7 +266,7 @@ static json_t *cmd_policy_apply(struct fg_agent_state *st, json_t *req, char *er
 		fprintf(stderr, "fairgated: policy apply: kernel maps not fully updated\n");
 	struct fg_policy *old = st->policy;
 	st->policy = np;
-	fg_cost_model_init(&st->cm, &np->replica);
+	fg_cost_model_init_policy(&st->cm, np);
 	free(old);
 	fg_proxy_publish_all(st);
 	fprintf(stderr, "fairgated: applied policy %s: %u tenants (%zu added, %zu removed)\n",

@@ -79,7 +79,7 @@ int main(int argc, char **argv)
 		free(st.policy);
 		return 2;
 	}
-	fg_cost_model_init(&st.cm, &st.policy->replica);
+	fg_cost_model_init_policy(&st.cm, st.policy);
 
 	st.loop = fg_loop_new();
 	if (!st.loop) {

@@ -5,6 +5,19 @@
  * priced in units so that prompt tokens, output tokens and cached tokens are
  * comparable. Pure functions, no I/O: the agent, the simulator, the tests and
  * the benchmarks all call these.
+ *
+ * Output tokens (agent.output_pricing: context, the default) cost what their
+ * decode step costs the sequence: its share of reading the weights at the
+ * reference batch plus reading its own KV,
+ *
+ *   t(c) = weights / (gpus * hbm * mbu * batch) + c * kv_bytes_per_token / (gpus * hbm * mbu)
+ *
+ * where c is the KV the sequence holds in that step, counted the way the
+ * simulator's engine counts it (sim/engine.c): the first output token is
+ * sampled at the end of the prefill step, so it costs no decode step (its
+ * replica time is the prompt's); the k-th output token (k >= 2) is decoded
+ * from a context of prompt + k - 1 tokens. `flat` prices every output token
+ * at t(reference context) (output_weight), the seed's 3.09 units.
  */
 #ifndef FAIRGATE_COST_MODEL_H
 #define FAIRGATE_COST_MODEL_H
@@ -18,8 +31,10 @@ struct fg_cost_model {
 	double prompt_token_s;        /* 2*params / (gpus*peak_flops*prefill_mfu) */
 	double weights_bytes_per_gpu; /* params*weight_bytes / gpus */
 	double decode_step_s;         /* at the reference batch and context */
-	double output_token_s;        /* decode_step_s / batch */
+	double output_token_s;        /* decode_step_s / batch = t(reference context) */
 	double output_weight;         /* output_token_s / prompt_token_s */
+	double output_weights_share_s;/* t(0): weights / (gpus*hbm*mbu*batch) */
+	double output_s_per_context;  /* dt/dc: kv_bytes_per_token / (gpus*hbm*mbu) */
 	double replica_units_per_s;   /* ceiling / prompt_token_s */
 	double kv_bytes_per_token;    /* 2*layers*kv_heads*head_dim*kv_bytes */
 	double kv_pool_tokens;
@@ -29,9 +44,13 @@ struct fg_cost_model {
 	uint32_t gpus;
 	uint32_t ref_batch;
 	uint32_t ref_context;
+	enum fg_output_pricing output_pricing; /* context unless set from a policy */
 };
 
+/* From the replica block alone: output priced by context. */
 void fg_cost_model_init(struct fg_cost_model *cm, const struct fg_replica *r);
+/* From a whole policy: the replica block and agent.output_pricing. */
+void fg_cost_model_init_policy(struct fg_cost_model *cm, const struct fg_policy *p);
 
 /* Decode step time for `batch` running sequences holding `total_context`
  * tokens of KV between them: (weights + KV read) / gpus / (hbm*mbu). */
@@ -40,10 +59,30 @@ double fg_decode_step_s(const struct fg_cost_model *cm, double total_context_tok
 /* Prefill time for n uncached prompt tokens. */
 double fg_prefill_s(const struct fg_cost_model *cm, double tokens);
 
+/* t(c): replica seconds of the decode step of one sequence holding `context`
+ * tokens of KV (whatever the pricing mode: this is the replica's time). */
+double fg_output_token_s(const struct fg_cost_model *cm, double context);
+
+/* Units of `steps` consecutive decode steps of one sequence, the first
+ * holding `context` tokens of KV and each next one token more: the sum of
+ * t(context) .. t(context + steps - 1) over the prompt token, in closed form.
+ * Continuous in `steps` (convex, 0 at 0), which settlement relies on. */
+double fg_decode_units(const struct fg_cost_model *cm, double context, double steps);
+
+/* Units of the output of `n` sequences (choices) sharing a `prompt`-token
+ * prompt that produced `output` tokens between them. Under context pricing
+ * the total is split equally over the choices: a choice's price is convex
+ * in its length, so the equal split is the least any split of the same total
+ * could cost (Jensen) and never bills more than the choices took. */
+double fg_output_units(const struct fg_cost_model *cm, double prompt, double output, double n);
+
 /* Units for a request that used `prompt` prompt tokens of which `cached`
- * came from the prefix cache, and produced `output` tokens. */
+ * came from the prefix cache, and produced `output` tokens in one choice
+ * (fg_request_units_n: across n choices). */
 double fg_request_units(const struct fg_cost_model *cm, double prompt, double cached,
 			double output);
+double fg_request_units_n(const struct fg_cost_model *cm, double prompt, double cached,
+			  double output, double n);
 
 /* The same request priced under a metering mode (for comparing weaker quotas):
  * replica_time = fg_request_units; raw_tokens = prompt + output;
@@ -51,6 +90,8 @@ double fg_request_units(const struct fg_cost_model *cm, double prompt, double ca
  * (decode_context prompt tokens, no output) so rates stay comparable. */
 double fg_metered_units(const struct fg_cost_model *cm, enum fg_metering mode,
 			double prompt, double cached, double output);
+double fg_metered_units_n(const struct fg_cost_model *cm, enum fg_metering mode,
+			  double prompt, double cached, double output, double n);
 
 /* A steady tenant load. */
 struct fg_load_cost {

@@ -33,7 +33,7 @@ void fg_gw_init(struct fg_gateway *gw, const struct fg_policy *p, uint64_t step_
 	memset(gw, 0, sizeof(*gw));
 	gw->policy = p;
 	gw->kv_caps = true;
-	fg_cost_model_init(&gw->cm, &p->replica);
+	fg_cost_model_init_policy(&gw->cm, p);
 	fg_fq_init(&gw->fq, p->n_tenants);
 	fg_kv_init(&gw->kv, p->replica.kv_pool_tokens, p->agent.kv_headroom);
 	/* One engine step, in prefill tokens of the same replica time: the
@@ -49,9 +49,10 @@ void fg_gw_init(struct fg_gateway *gw, const struct fg_policy *p, uint64_t step_
 		setup_tenant(gw, i, now_ns, false);
 }
 
-static double metered(const struct fg_gateway *gw, double prompt, double cached, double out)
+static double metered(const struct fg_gateway *gw, double prompt, double cached, double out,
+		      double n)
 {
-	return fg_metered_units(&gw->cm, gw->policy->agent.metering, prompt, cached, out);
+	return fg_metered_units_n(&gw->cm, gw->policy->agent.metering, prompt, cached, out, n);
 }
 
 static void live_link(struct fg_gateway *gw, struct fg_gw_request *r)
@@ -185,7 +186,7 @@ struct fg_gw_decision fg_gw_admit(struct fg_gateway *gw, struct fg_gw_request *r
 		return d;
 	}
 	req->item.tenant = tenant;
-	req->item.dispatch_units = metered(gw, req->price.prompt_tokens, 0, 0);
+	req->item.dispatch_units = metered(gw, req->price.prompt_tokens, 0, 0, 1);
 	req->item.enqueued_ns = now_ns;
 	req->item.deadline_ns = tier->max_queue_s > 0
 		? now_ns + (uint64_t)(tier->max_queue_s * NS_PER_S) : 0;
@@ -237,9 +238,11 @@ void fg_gw_output(struct fg_gateway *gw, struct fg_gw_request *r, double complet
 		fg_gw_first_token(gw, r, now_ns);
 	if (r->long_context || r->orphan || completion_tokens <= r->output_charged)
 		return;
+	/* each new token at the price of the context it decoded against: the
+	 * difference of the closed form between what had streamed and now */
 	double out = fmin(completion_tokens, r->price.output_tokens);
-	double delta = metered(gw, r->price.prompt_tokens, 0, out) -
-		       metered(gw, r->price.prompt_tokens, 0, r->output_charged);
+	double delta = metered(gw, r->price.prompt_tokens, 0, out, r->price.choices) -
+		       metered(gw, r->price.prompt_tokens, 0, r->output_charged, r->price.choices);
 	r->output_charged = out;
 	if (delta > 0) {
 		fg_fq_charge(&gw->fq, r->tenant, delta);
@@ -414,7 +417,7 @@ void fg_gw_reload(struct fg_gateway *gw, const struct fg_policy *p, uint64_t now
 	/* The node-wide books (node KV total, engine window, calibration,
 	 * peaks) carry over as they are: the engine did not change. */
 	gw->policy = p;
-	fg_cost_model_init(&gw->cm, &p->replica);
+	fg_cost_model_init_policy(&gw->cm, p);
 	gw->ew.steps = p->agent.engine_queue_steps > 0 ? p->agent.engine_queue_steps : 2;
 	double headroom = p->agent.kv_headroom > 0 && p->agent.kv_headroom <= 1 ? p->agent.kv_headroom : 1;
 	gw->kv.node_cap = (uint64_t)((double)p->replica.kv_pool_tokens * headroom);

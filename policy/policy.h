@@ -95,6 +95,8 @@ enum fg_agent_mode { FG_MODE_FRONT = 0, FG_MODE_TRANSPARENT = 1 };
 enum fg_xdp_mode { FG_XDP_NATIVE = 0, FG_XDP_GENERIC = 1 };
 enum fg_metering { FG_METER_REPLICA_TIME = 0, FG_METER_RAW_TOKENS = 1, FG_METER_REQUESTS = 2 };
 enum fg_sched_policy { FG_ENGINE_FCFS = 0, FG_ENGINE_PRIORITY = 1 };
+/* How replica_time metering prices output tokens (cost_model.h). */
+enum fg_output_pricing { FG_OUTPUT_CONTEXT = 0, FG_OUTPUT_FLAT = 1 };
 
 struct fg_agent {
 	enum fg_agent_mode mode;
@@ -114,6 +116,7 @@ struct fg_agent {
 	struct fg_hostport long_context_upstream;
 	double engine_queue_steps;
 	enum fg_metering metering;
+	enum fg_output_pricing output_pricing; /* context: by the KV each token decodes against */
 	enum fg_sched_policy engine_scheduling; /* what the engine runs */
 	uint64_t max_body_bytes;
 	double kv_headroom;                 /* fraction of the pool the node may reserve */

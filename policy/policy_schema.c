@@ -355,6 +355,9 @@ static const struct fg_enum_name meterings[] = {
 	{ "replica_time", FG_METER_REPLICA_TIME }, { "raw_tokens", FG_METER_RAW_TOKENS },
 	{ "requests", FG_METER_REQUESTS }, { NULL, 0 },
 };
+static const struct fg_enum_name output_pricings[] = {
+	{ "context", FG_OUTPUT_CONTEXT }, { "flat", FG_OUTPUT_FLAT }, { NULL, 0 },
+};
 static const struct fg_enum_name booleans[] = {
 	{ "true", 1 }, { "false", 0 }, { NULL, 0 },
 };
@@ -393,6 +396,7 @@ static const struct fg_field agent_fields[] = {
 	SUB("long_context", 0, long_context_schema, 0),
 	DBL("engine_queue_steps", struct fg_agent, engine_queue_steps, 0, 1000, GT),
 	ENUM("metering", struct fg_agent, metering, meterings),
+	ENUM("output_pricing", struct fg_agent, output_pricing, output_pricings),
 	ENUM("engine_scheduling", struct fg_agent, engine_scheduling, schedulings),
 	UINT("max_body_bytes", struct fg_agent, max_body_bytes, 1024, 1 << 30, 0),
 	DBL("kv_headroom", struct fg_agent, kv_headroom, 0, 1, GT),

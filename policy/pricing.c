@@ -77,7 +77,9 @@ struct fg_price fg_price_request(const struct fg_cost_model *cm, enum fg_meterin
 
 	p.prompt_tokens = ceil((double)shape->prompt_chars / cpt) + (double)shape->prompt_token_ids;
 	p.output_tokens = shape->prompt_only ? 0 : (double)n * (double)per_choice;
-	p.units = fg_metered_units(cm, mode, p.prompt_tokens, 0, p.output_tokens);
+	p.choices = n;
+	/* worst case: every choice decodes its full max from this prompt */
+	p.units = fg_metered_units_n(cm, mode, p.prompt_tokens, 0, p.output_tokens, p.choices);
 	return p;
 }
 
@@ -92,5 +94,5 @@ double fg_settle_units(const struct fg_cost_model *cm, enum fg_metering mode,
 		cached = prompt;
 	if (completion > reserved->output_tokens)
 		completion = reserved->output_tokens;
-	return fg_metered_units(cm, mode, prompt, cached, completion);
+	return fg_metered_units_n(cm, mode, prompt, cached, completion, reserved->choices);
 }

@@ -58,6 +58,7 @@ struct fg_request_shape {
 struct fg_price {
 	double prompt_tokens;      /* estimated */
 	double output_tokens;      /* reserved: n x max */
+	double choices;            /* n: sequences the output is split over */
 	double units;              /* reservation */
 };
 
@@ -75,7 +76,9 @@ struct fg_usage {
 
 /* Units billed: the tenant pays for what it asked for and received, so
  * completion is capped at the reserved output (an engine that recomputes a
- * preempted sequence or overshoots is the platform's cost). */
+ * preempted sequence or overshoots is the platform's cost). Usage sums the
+ * completion over the choices; under context pricing it is split equally
+ * over reserved->choices, which errs low (fg_output_units). */
 double fg_settle_units(const struct fg_cost_model *cm, enum fg_metering mode,
 		       const struct fg_price *reserved, const struct fg_usage *u);
 

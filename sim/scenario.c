@@ -52,6 +52,7 @@ void scn_config_defaults(struct scn_config *cfg, const struct fg_policy *p)
 	cfg->gateway = true;
 	cfg->kv_isolation = true;
 	cfg->metering = p->agent.metering;
+	cfg->output_pricing = p->agent.output_pricing;
 	cfg->duration_s = 60;
 	cfg->drain_s = 120;
 	sim_engine_config_defaults(&cfg->engine, p->replica.kv_pool_tokens);
@@ -156,11 +157,13 @@ static void on_event(void *ctx, const struct sim_event *ev)
 		return;
 	}
 	/* Replica time served, as it is served: the prompt when its prefill
-	 * completes (first token), each output token as it is produced. */
+	 * completes (with the first token), each later token by the decode
+	 * step that produced it, whose KV held prompt + n_output - 1 tokens. */
 	if (ev->time <= r->cfg->duration_s) {
 		if (s->n_output == 1)
 			t->units_in_window += fg_request_units(&r->cm, s->n_prompt, s->cached_tokens, 0);
-		t->units_in_window += r->cm.output_weight;
+		else
+			t->units_in_window += fg_decode_units(&r->cm, s->n_prompt + s->n_output - 1, 1);
 	}
 	if (s->n_output == 1 && q->tenant < 16) {
 		r->ttft[q->tenant][r->n_ttft[q->tenant]++] = ev->time - q->arrival;
@@ -249,6 +252,7 @@ int scn_run(const struct scn_config *cfg, struct scn_result *out)
 		goto out;
 	*pol = *cfg->policy;
 	pol->agent.metering = cfg->metering;
+	pol->agent.output_pricing = cfg->output_pricing;
 	fg_gw_init(r.gw, pol, 0, 0);
 	if (!cfg->kv_isolation) {
 		r.gw->kv_caps = false;

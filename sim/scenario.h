@@ -33,6 +33,7 @@ struct scn_config {
 	bool gateway;            /* false: every request straight into the engine */
 	bool kv_isolation;       /* gateway reserves KV (tenant caps and node cap) */
 	enum fg_metering metering;
+	enum fg_output_pricing output_pricing; /* what the gateway bills output by */
 	double duration_s;       /* arrivals stop; shares are measured up to here */
 	double drain_s;          /* then at most this long to finish */
 	uint32_t n_loads;
@@ -42,7 +43,10 @@ struct scn_config {
 
 struct scn_tenant_result {
 	uint64_t sent, admitted, rejected, refused, timed_out, completed;
-	double units_in_window;   /* replica-time units served before duration_s */
+	double units_in_window;   /* replica time served before duration_s, in units: each
+				   * prompt at its prefill, each output token at the
+				   * context it decoded against (whatever the gateway
+				   * billed: this is the measure of fairness) */
 	uint64_t preemptions;     /* of this tenant's sequences */
 	double ttft_p50_s, ttft_p99_s, ttft_max_s;
 	double tpot_mean_s;

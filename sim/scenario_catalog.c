@@ -61,11 +61,34 @@ void scn_fair_share(struct fg_policy *p, struct scn_config *cfg, enum fg_meterin
 	cfg->duration_s = 600;
 	cfg->drain_s = 60;
 	/* Each asks for more than its contract under either meter: 9 req/s of
-	 * ~2,031 units (2,010 tokens), and 12 req/s of ~3,193 units (1,100
-	 * tokens) — the long-output tenant's raw-token contract covers 8.3 req/s,
-	 * 26,500 units/s of replica time, more than the whole replica. */
+	 * ~2,030 units (2,010 tokens), and 12 req/s of ~2,185 units (1,100
+	 * tokens, the output decoded at ~600 tokens of context) — the
+	 * long-output tenant's raw-token contract covers 8.3 req/s, 18,100
+	 * units/s of replica time, twice what it paid for. */
 	add_load(cfg, 0, 9, 0, 0, 2000, 10);
 	add_load(cfg, 1, 12, 0, 0, 100, 1000);
+}
+
+void scn_context_share(struct fg_policy *p, struct scn_config *cfg,
+		       enum fg_output_pricing pricing)
+{
+	fg_policy_defaults(p);
+	uint32_t std = add_tier(p, "standard", 1, 32768, 262144);
+	/* quotas no bucket reaches: what each gets is the fair queue's doing */
+	add_tenant(p, "longctx", std, 1e6);
+	add_tenant(p, "shortctx", std, 1e6);
+	scn_config_defaults(cfg, p);
+	cfg->output_pricing = pricing;
+	cfg->duration_s = 240;
+	cfg->drain_s = 60;
+	/* Priced by context a request costs 16,000 + 199 x 16.26 = 19,236
+	 * units (0) and 1,000 + 199 x 2.55 = 1,506 (1); flat, 16,619 and
+	 * 1,619. Both queues stay full (requests time out in them), so the
+	 * fair queue alone decides; outputs are short enough that the KV
+	 * ledger never does (a head blocked on KV is skipped, which would
+	 * hand its turn to the tenant with the smaller requests). */
+	add_load(cfg, 0, 1.5, 0, 0, 16000, 200);
+	add_load(cfg, 1, 12, 0, 0, 1000, 200);
 }
 
 void scn_long_context(struct fg_policy *p, struct scn_config *cfg, bool kv_isolation)

@@ -14,6 +14,13 @@
  * can serve; tenant 0 sends prompt-heavy requests, tenant 1 long outputs. */
 void scn_fair_share(struct fg_policy *p, struct scn_config *cfg, enum fg_metering metering);
 
+/* Two tenants with equal contracts larger than the replica and equal output
+ * lengths (200 tokens); tenant 0 decodes against 16K-token prompts, tenant
+ * 1 against 1K. Both keep the gateway's queue full, so the fair queue alone
+ * divides the replica, charging output at `pricing`. */
+void scn_context_share(struct fg_policy *p, struct scn_config *cfg,
+		       enum fg_output_pricing pricing);
+
 /* Tenant 0 sends ~120K-token contexts (the seed's "one 128K request holds
  * 20% of the pool"), tenant 1 ordinary chat. kv_isolation on/off. */
 void scn_long_context(struct fg_policy *p, struct scn_config *cfg, bool kv_isolation);

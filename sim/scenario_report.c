@@ -20,6 +20,11 @@ int scn_report_run(struct scn_report *r)
 	cfg.gateway = false;
 	rc |= scn_run(&cfg, &r->fair_direct);
 
+	scn_context_share(p, &cfg, FG_OUTPUT_CONTEXT);
+	rc |= scn_run(&cfg, &r->ctx_priced);
+	scn_context_share(p, &cfg, FG_OUTPUT_FLAT);
+	rc |= scn_run(&cfg, &r->ctx_flat);
+
 	scn_long_context(p, &cfg, true);
 	rc |= scn_run(&cfg, &r->long_kv_on);
 	scn_long_context(p, &cfg, false);
@@ -58,6 +63,14 @@ void scn_report_print_markdown(const struct scn_report *r, FILE *out)
 		     "A %.1f%% / B %.1f%%, p99 TTFT %.0f s |\n",
 		100 * scn_share(&r->fair_direct, 0), 100 * scn_share(&r->fair_direct, 1),
 		r->fair_direct.t[0].ttft_p99_s);
+	fprintf(out, "| fair queue, output priced by context | equal contracts above the replica, "
+		     "equal outputs (200 tokens); L 16,000-token prompts, S 1,000 | "
+		     "L %.1f%% / S %.1f%% of replica time |\n",
+		100 * scn_share(&r->ctx_priced, 0), 100 * scn_share(&r->ctx_priced, 1));
+	fprintf(out, "| fair queue, output priced flat | same load, every output token at 3.09 units | "
+		     "L %.1f%% / S %.1f%%: L takes %.2fx S's replica time |\n",
+		100 * scn_share(&r->ctx_flat, 0), 100 * scn_share(&r->ctx_flat, 1),
+		ratio(scn_share(&r->ctx_flat, 0), scn_share(&r->ctx_flat, 1)));
 	fprintf(out, "| long contexts, KV caps on | tenant L sends 120K-token prompts (0.5/s), "
 		     "chat tenant C 1,000 in / 200 out at 4/s | C: %llu preemptions, TPOT %.1f ms "
 		     "(alone: %.1f ms); L: %llu preemptions |\n",

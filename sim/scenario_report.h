@@ -9,6 +9,9 @@
 struct scn_report {
 	/* fair share: equal contracts, prompt-heavy (0) vs long outputs (1) */
 	struct scn_result fair_replica, fair_raw, fair_direct;
+	/* equal outputs, the fair queue deciding: 16K-token (0) vs 1K-token
+	 * prompts (1), output priced by context and flat */
+	struct scn_result ctx_priced, ctx_flat;
 	/* long contexts: 120K-token tenant (0) vs chat (1) */
 	struct scn_result long_kv_on, long_kv_off, long_chat_alone;
 	/* burst: steady victim (0) vs 300-request burst (1) */

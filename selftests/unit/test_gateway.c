@@ -82,7 +82,9 @@ static void admit_price_and_settle_refund(void **state)
 	struct fg_gw_decision d = fg_gw_admit(gw, &r, 0, "m", &s, 0);
 	assert_int_equal(d.outcome, FG_GW_QUEUED);
 	assert_true(fabs(r.price.prompt_tokens - 2000) < 1e-9);
-	assert_true(fabs(d.cost - (2000 + 500 * gw->cm.output_weight)) < 1e-6);
+	/* priced by context: 499 decode steps from 2,001 tokens, 3.5963 units
+	 * each on average (2,000 + 500 x 3.09 if priced flat) */
+	assert_true(fabs(d.cost - 3794.533) < 1e-3);
 	assert_int_equal(r.kv_tokens, 2500);
 	assert_true(fabs(gw->t[0].reserved_units - d.cost) < 1e-6);
 	assert_ptr_equal(fg_gw_dispatch(gw, 1 * MS), &r);
@@ -92,7 +94,8 @@ static void admit_price_and_settle_refund(void **state)
 	/* the engine produced 100 of the 500 reserved tokens, 1000 cached */
 	struct fg_usage u = { .prompt_tokens = 2000, .cached_tokens = 1000, .completion_tokens = 100 };
 	double billed = fg_gw_finish(gw, &r, &u, 3 * MS);
-	assert_true(fabs(billed - (1000 + 100 + 100 * gw->cm.output_weight)) < 1e-6);
+	/* 1,000 + 1,000 x 0.1 + 99 steps from 2,001 to 2,099 at t(2,050) */
+	assert_true(fabs(billed - 1437.920) < 1e-3);
 	assert_int_equal(gw->kv.reserved[0], 0);
 	assert_int_equal(gw->kv.node_reserved, 0);
 	assert_true(gw->t[0].reserved_units == 0);
@@ -111,7 +114,8 @@ static void admit_price_and_settle_refund(void **state)
 	assert_ptr_equal(fg_gw_dispatch(gw, 4 * MS), &r);
 	struct fg_usage liar = { .prompt_tokens = 1e9, .completion_tokens = 100 };
 	billed = fg_gw_finish(gw, &r, &liar, 5 * MS);
-	assert_true(fabs(billed - (131072 + 100 * gw->cm.output_weight)) < 1e-6);
+	/* ... and its output is priced from that context: 99 steps at t(131,122) */
+	assert_true(fabs(billed - 143096.835) < 1e-3);
 	assert_int_equal(gw->t[0].usage_clamped, 1);
 }
 
@@ -143,7 +147,7 @@ static void refusals_say_why(void **state)
 	d = fg_gw_admit(gw, &r, 0, "m", &wide, 0);
 	assert_int_equal(d.outcome, FG_GW_KV_NEVER);
 	assert_non_null(strstr(d.reason, "per-tenant KV cap"));
-	/* globex: 1000 units/s x 60 s = 60000 units; 8 x 4000 output x 3.09 */
+	/* globex: 1000 units/s x 60 s = 60000 units; 8 x 3,999 decode steps */
 	struct fg_request_shape costly = shape(400, 4000, 8);
 	d = fg_gw_admit(gw, &r, 1, "m", &costly, 0);
 	assert_int_equal(d.outcome, FG_GW_BUCKET_NEVER);
@@ -158,7 +162,7 @@ static void retry_after_from_refill(void **state)
 	struct fixture *f = *state;
 	struct fg_gateway *gw = &f->gw;
 	static struct fg_gw_request rs[64];
-	struct fg_request_shape s = shape(4000, 1000, 1); /* 1000 + 1000 x 3.09 = ~4093 units */
+	struct fg_request_shape s = shape(4000, 1000, 1); /* 1000 + 999 x 2.91 = ~3,908 units */
 	int admitted = 0;
 	struct fg_gw_decision d;
 
@@ -194,6 +198,10 @@ static void kv_cap_makes_tenant_wait_not_others(void **state)
 	/* premium: KV cap 262144; each 100K-token... keep under max_context:
 	 * 30000 prompt + 2000 out = 32000 tokens (below the 32K threshold) */
 	struct fg_request_shape s = shape(4 * 30000, 2000, 4); /* kv = 4 x 32000 = 128000 */
+	/* each is priced at 30,000 + 4 x 1,999 steps around 31,000 tokens of
+	 * context = 269,009 units: a bucket that holds three, since this test
+	 * is about KV */
+	fg_bucket_init(&gw->t[0].bucket, 9000, 3 * 270000, 0);
 	for (int i = 0; i < 3; i++)
 		assert_int_equal(fg_gw_admit(gw, &big[i], 0, "m", &s, 0).outcome, FG_GW_QUEUED);
 	/* first goes alone (window), then the engine starts it */
@@ -292,6 +300,70 @@ static void reload_keeps_buckets_and_queues(void **state)
 	free(np);
 }
 
+/* The fair queue is charged the prompt at dispatch and each streamed token
+ * at the context it decoded against, as it arrives: the first token comes
+ * with the prefill, the k-th costs t(prompt + k - 1). It ends charged
+ * exactly what was billed. */
+static void streamed_output_charged_by_context(void **state)
+{
+	struct fixture *f = *state;
+	struct fg_gateway *gw = &f->gw;
+	static struct fg_gw_request r;
+	const struct fg_cost_model *cm = &gw->cm;
+	struct fg_request_shape s = { .prompt_token_ids = 30000, .max_tokens = 100, .n = 1 };
+	double served0 = gw->fq.t[0].served_units;
+
+	assert_int_equal(fg_gw_admit(gw, &r, 0, "m", &s, 0).outcome, FG_GW_QUEUED);
+	assert_ptr_equal(fg_gw_dispatch(gw, 1), &r);
+	assert_true(fabs(gw->fq.t[0].served_units - served0 - 30000) < 1e-9);
+	fg_gw_output(gw, &r, 1, 2);
+	assert_true(fabs(gw->fq.t[0].served_units - served0 - 30000) < 1e-9);
+	/* 54.843 us + 30,001 x 32.605 ns = 1,033.03 us = 28.977 units */
+	fg_gw_output(gw, &r, 2, 3);
+	assert_true(fabs(gw->fq.t[0].served_units - served0 - 30000 - 28.977) < 1e-3);
+	fg_gw_output(gw, &r, 3, 4);
+	assert_true(fabs(gw->fq.t[0].served_units - served0 - 30000 - 28.977 - 28.978) < 1e-3);
+	/* 50 streamed: 49 steps from 30,001, t(30,025) = 28.9994 units */
+	fg_gw_output(gw, &r, 50, 5);
+	assert_true(fabs(gw->fq.t[0].served_units - served0 - 30000 - 49 * 28.9994) < 1e-2);
+	/* an engine that streams past the reservation is charged up to it */
+	fg_gw_output(gw, &r, 500, 6);
+	assert_true(fabs(gw->fq.t[0].served_units - served0 - 30000 - fg_decode_units(cm, 30001, 99)) <
+		    1e-9);
+	struct fg_usage u = { .prompt_tokens = 30000, .completion_tokens = 80 };
+	double billed = fg_gw_finish(gw, &r, &u, 7);
+	assert_true(fabs(billed - 30000 - fg_decode_units(cm, 30001, 79)) < 1e-9);
+	assert_true(fabs(gw->fq.t[0].served_units - served0 - billed) < 1e-6);
+}
+
+/* agent.output_pricing: flat prices every output token at the reference
+ * weight (the seed's 3.09), through reloads too. */
+static void flat_output_pricing_from_the_policy(void **state)
+{
+	struct fixture *f = *state;
+	struct fg_gateway *gw = &f->gw;
+	static struct fg_gw_request r;
+	struct fg_request_shape s = shape(8000, 500, 1);
+
+	f->p.agent.output_pricing = FG_OUTPUT_FLAT;
+	fg_gw_reload(gw, &f->p, 0);
+	struct fg_gw_decision d = fg_gw_admit(gw, &r, 0, "m", &s, 0);
+	assert_int_equal(d.outcome, FG_GW_QUEUED);
+	assert_true(fabs(d.cost - (2000 + 500 * gw->cm.output_weight)) < 1e-6);
+	assert_true(fabs(d.cost - 3546.6) < 0.1);
+	assert_ptr_equal(fg_gw_dispatch(gw, 1), &r);
+	fg_gw_output(gw, &r, 1, 2);
+	assert_true(fabs(gw->fq.t[0].served_units - 2000 - gw->cm.output_weight) < 1e-9);
+	struct fg_usage u = { .prompt_tokens = 2000, .completion_tokens = 100 };
+	assert_true(fabs(fg_gw_finish(gw, &r, &u, 3) - (2000 + 100 * gw->cm.output_weight)) < 1e-6);
+
+	f->p.agent.output_pricing = FG_OUTPUT_CONTEXT;
+	fg_gw_reload(gw, &f->p, 4);
+	d = fg_gw_admit(gw, &r, 0, "m", &s, 4);
+	assert_true(fabs(d.cost - 3794.533) < 1e-3);
+	fg_gw_abort(gw, &r, 5);
+}
+
 static void overload_sheds_lowest_tiers_first(void **state)
 {
 	struct fixture *f = *state;
@@ -343,6 +415,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(queue_timeout_refunds_and_says_so, setup, teardown),
 		cmocka_unit_test_setup_teardown(reload_keeps_buckets_and_queues, setup, teardown),
 		cmocka_unit_test_setup_teardown(overload_sheds_lowest_tiers_first, setup, teardown),
+		cmocka_unit_test_setup_teardown(streamed_output_charged_by_context, setup, teardown),
+		cmocka_unit_test_setup_teardown(flat_output_pricing_from_the_policy, setup, teardown),
 	};
 	return cmocka_run_group_tests_name("gateway", tests, NULL, NULL);
 }

@@ -159,6 +159,7 @@ static void check_example(const struct fg_policy *p)
 	assert_int_equal(a->long_context_upstream.port, 8002);
 	assert_int_equal(a->n_trusted_proxies, 1);
 	assert_int_equal(a->metering, FG_METER_REPLICA_TIME);
+	assert_int_equal(a->output_pricing, FG_OUTPUT_CONTEXT);
 	assert_int_equal(a->max_body_bytes, 8388608);
 	assert_string_equal(a->salt_secret_file, "");
 }
@@ -358,6 +359,13 @@ static void test_defaults(void **state)
 	assert_true(p->agent.shed_rst_per_s == 0.5);
 	assert_parses("tiers: {std: {}}\ntenants: []\nagent: {shed_rst_per_s: off}\n", p);
 	assert_true(p->agent.shed_rst_per_s == 0);
+
+	/* Output priced by context unless the operator sold flat contracts. */
+	assert_int_equal(p->agent.output_pricing, FG_OUTPUT_CONTEXT);
+	assert_parses("tiers: {std: {}}\ntenants: []\nagent: {output_pricing: flat}\n", p);
+	assert_int_equal(p->agent.output_pricing, FG_OUTPUT_FLAT);
+	assert_parses("tiers: {std: {}}\ntenants: []\nagent: {output_pricing: context}\n", p);
+	assert_int_equal(p->agent.output_pricing, FG_OUTPUT_CONTEXT);
 	free(p);
 	free(d);
 }
@@ -469,6 +477,9 @@ static const struct bad_case bad_cases[] = {
 	{ T1 "agent:\n  protected_ports: 8000\n", 0, 6, 20, "agent.protected_ports must be a list, got a scalar" },
 	{ T1 "agent:\n  interfaces: [averyveryverylongname0]\n", 0, 6, 16, "agent.interfaces[0] is too long: 22 bytes, at most 15" },
 	{ T1 "agent:\n  xdp_mode: generc\n", 0, 6, 13, "did you mean 'generic'?" },
+	{ T1 "agent:\n  output_pricing: contxt\n", 0, 6, 19, "agent.output_pricing must be context | flat, got 'contxt'; did you mean 'context'?" },
+	{ T1 "agent:\n  output_pricing: per_token\n", 0, 6, 19, "agent.output_pricing must be context | flat, got 'per_token'" },
+	{ T1 "agent:\n  output_pricing: [flat]\n", 0, 6, 19, "agent.output_pricing must be" },
 	{ T1 "agent:\n  long_context: {upstream: 127.0.0.1:8002}\n", 0, 6, 17, "agent.long_context is missing required key 'threshold'" },
 	{ T1 "agent:\n  max_body_bytes: 10\n", 0, 6, 19, "agent.max_body_bytes must be in [1024, 1073741824], got 10" },
 	{ T1 "agent:\n  salt_secret_file: salt.key\n", 0, 6, 21, "agent.salt_secret_file must be an absolute path" },
