@@ -72,8 +72,8 @@ static int parse_args(int argc, char **argv, struct plan_args *a)
 	return 0;
 }
 
-/* The contexts the per-token table shows: the reference, then the sizes
- * tiers are usually cut at, then --context if it is another one. */
+/* The contexts the per-token table shows, ascending: the reference, the
+ * sizes tiers are usually cut at, and --context. */
 #define TABLE_MAX 6
 static const double table_contexts[] = { 8192, 32768, 131072 };
 
@@ -93,6 +93,12 @@ static uint32_t table_rows(const struct fg_cost_model *cm, const struct plan_arg
 		if (!seen)
 			rows[n++] = a->context;
 	}
+	for (uint32_t i = 1; i < n; i++)
+		for (uint32_t j = i; j > 0 && rows[j - 1] > rows[j]; j--) {
+			double t = rows[j];
+			rows[j] = rows[j - 1];
+			rows[j - 1] = t;
+		}
 	return n;
 }
 

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # plan.sh — `fairgatectl plan` reproduces the seed's table from the example
-# policy (JSON keys per DESIGN.md, within 0.5%), and its human output shows
-# the derivations the way the seed writes them.
+# policy (JSON keys per DESIGN.md, within 0.5%), the price of an output token
+# by its context (issue #21's table), and its human output shows the
+# derivations the way the seed writes them.
 source "$(dirname "$0")/lib.sh"
 ctl=$FG_BUILD/fairgatectl
 pol=$FG_ROOT/examples/policy.yaml
@@ -29,8 +30,41 @@ near replica_units_per_s "$(j replica_units_per_s)" 18232
 near kv_bytes_per_token "$(j kv_bytes_per_token)" 327680
 near kv_pool_tokens "$(j kv_pool_tokens)" 646503
 near dedicated_usd_per_month "$(j dedicated_usd_per_month)" 7200
-near tenant_units_per_s "$(j tenant_units_per_s)" 17725
-near tenant_replicas "$(j tenant_replicas)" 0.97
+# the seed's load priced by context: 499 decode steps at 2,001..2,499 tokens,
+# t(2,250) = 3.5963 units: 5 x (2,000 + 499 x 3.5963) (the seed prices it
+# flat at 3.09 units an output token: 17,725, checked below)
+near tenant_units_per_s "$(j tenant_units_per_s)" 18973
+near tenant_replicas "$(j tenant_replicas)" 1.041
+expect_eq "output pricing is by context by default" "$(j output_pricing)" context
+near output_token_weights_us "$(j output_token_weights_us)" 54.84
+near output_token_ns_per_context_token "$(j output_token_ns_per_context_token)" 32.60
+near 'output_token_us_at_context["1700"]' "$(j 'output_token_us_at_context["1700"]')" 110
+near 'output_token_us_at_context["8192"]' "$(j 'output_token_us_at_context["8192"]')" 322
+near 'output_token_us_at_context["32768"]' "$(j 'output_token_us_at_context["32768"]')" 1120
+near 'output_token_us_at_context["131072"]' "$(j 'output_token_us_at_context["131072"]')" 4330
+near 'output_weight_at_context["1700"]' "$(j 'output_weight_at_context["1700"]')" 3.09
+near 'output_weight_at_context["8192"]' "$(j 'output_weight_at_context["8192"]')" 9.0
+near 'output_weight_at_context["32768"]' "$(j 'output_weight_at_context["32768"]')" 31.5
+near 'output_weight_at_context["131072"]' "$(j 'output_weight_at_context["131072"]')" 121
+near context_output_token_us "$(j context_output_token_us)" 4330
+near context_output_weight "$(j context_output_weight)" 121
+
+# flat output pricing: the seed's arithmetic, 5 x (2,000 + 500 x 3.09)
+sed 's/^  output_pricing: context /  output_pricing: flat    /' "$pol" >"$tmp/flat.yaml"
+"$ctl" plan --policy "$tmp/flat.yaml" --json --rps 5 --in 2000 --out 500 >"$tmp/flat.json"
+expect_eq "output_pricing: flat is what plan prices with" "$(jq -r .output_pricing "$tmp/flat.json")" flat
+near "flat tenant_units_per_s" "$(jq -r .tenant_units_per_s "$tmp/flat.json")" 17725
+near "flat tenant_replicas" "$(jq -r .tenant_replicas "$tmp/flat.json")" 0.97
+near "flat output_weight" "$(jq -r .output_weight "$tmp/flat.json")" 3.09
+"$ctl" plan --policy "$tmp/flat.yaml" --rps 5 --in 2000 --out 500 >"$tmp/flat.txt"
+check "flat human output: tenant load at the seed's weight" grep -q '5 x (2000 + 500 x 3.093) = 17733, or 0.97 replicas' "$tmp/flat.txt"
+check "flat human output says so" grep -q 'output pricing: flat: every output token at 3.09 units' "$tmp/flat.txt"
+
+# --context N adds N to the table, in order
+"$ctl" plan --policy "$pol" --json --context 65536 >"$tmp/c64.json"
+expect_eq "--context 65536 joins the table in order" \
+	"$(jq -r '.output_token_us_at_context | keys_unsorted | join(",")' "$tmp/c64.json")" 1700,8192,32768,65536,131072
+near 'output_weight_at_context["65536"]' "$(jq -r '.output_weight_at_context["65536"]' "$tmp/c64.json")" 61.48
 near context_kv_gib "$(j context_kv_gib)" 40.0
 near context_kv_bytes "$(j context_kv_bytes)" 42949672960
 near context_kv_bytes_per_gpu "$(j context_kv_bytes_per_gpu)" 10.7e9
@@ -48,7 +82,13 @@ check "human output derives the decode step" grep -q 'decode step   = (17.6 GB +
 check "human output: 110 us output token" grep -q 'output token  = 14.1 ms / 128 = 110.3 us' "$tmp/plan.txt"
 check "human output: weight 3.09" grep -q '= 3.09 prompt-token units' "$tmp/plan.txt"
 check "human output: 18233 units/s budget (seed: 18,232)" grep -q '= 18233 units per second at a 65% ceiling' "$tmp/plan.txt"
-check "human output: tenant load" grep -q '5 x (2000 + 500 x 3.093) = 17733, or 0.97 replicas' "$tmp/plan.txt"
+check "human output: tenant load by context" grep -q '5 x (2000 + 499 x 3.596) = 18973, or 1.04 replicas' "$tmp/plan.txt"
+check "human output: its decode steps" grep -q '499 decode steps from 2001 to 2499 tokens of context, 3.596 units each' "$tmp/plan.txt"
+check "human output: the per-token formula" grep -q 'output token at context c = 7.02 ms / 128 + c x 327680 B / 4 / 2.51e12 = 54.84 us + c x 32.60 ns' "$tmp/plan.txt"
+check "human output: 32K row" grep -qE '^ +32768 +1123.2 us +31.51$' "$tmp/plan.txt"
+check "human output: 128K row" grep -qE '^ +131072 +4328.4 us +121.42$' "$tmp/plan.txt"
+check "human output: the reference row is the weight" grep -qE '^ +1700 +110.3 us +3.09  \(reference' "$tmp/plan.txt"
+check "human output: --context prints the per-token price there" grep -q 'output token  = 54.84 us + 131072 x 32.60 ns = 4328.4 us = 121.42 units' "$tmp/plan.txt"
 check "human output: 128K context 40.0 GiB" grep -q '= 40.0 GiB, 10.7 GB per GPU at TP=4' "$tmp/plan.txt"
 check "human output: 20% of pool" grep -q 'share of pool = 131072 / 646503 = 20%' "$tmp/plan.txt"
 check "human output: dedicated \$7200" grep -q '= \$7200 per month' "$tmp/plan.txt"
