@@ -48,6 +48,8 @@ static json_t *tenant_json(const struct fg_policy *p, struct fg_gateway *gw,
 	json_object_set_new(o, "served_units", json_real(f->served_units));
 	json_object_set_new(o, "peak_units_per_s", json_real(gw->peaks.peak[t->id]));
 	json_object_set_new(o, "timed_out", json_integer((json_int_t)g->timed_out));
+	json_object_set_new(o, "output_tokens_billed", json_real(g->billed_output_tokens));
+	json_object_set_new(o, "output_units_billed", json_real(g->billed_output_units));
 	json_object_set_new(o, "long_context", json_integer((json_int_t)t->long_context));
 	return o;
 }
@@ -86,10 +88,11 @@ static json_t *scheduling_json(struct fg_proxy *px)
 		json_object_set_new(engine, "running", json_real(px->engine_running));
 		json_object_set_new(engine, "kv_usage", json_real(px->engine_kv_usage));
 	}
-	return json_pack("{s:s, s:s, s:i, s:f, s:{s:I, s:I}, s:{s:i, s:I, s:f}, s:{s:i, s:o},"
+	return json_pack("{s:s, s:s, s:s, s:i, s:f, s:{s:I, s:I}, s:{s:i, s:I, s:f}, s:{s:i, s:o},"
 			 " s:{s:f, s:f, s:f, s:f, s:i}, s:o}",
 			 "metering", p->agent.metering == FG_METER_RAW_TOKENS ? "raw_tokens"
 				     : p->agent.metering == FG_METER_REQUESTS ? "requests" : "replica_time",
+			 "output_pricing", p->agent.output_pricing == FG_OUTPUT_FLAT ? "flat" : "context",
 			 "engine_scheduling",
 			 p->agent.engine_scheduling == FG_ENGINE_PRIORITY ? "priority" : "fcfs",
 			 "queued", (int)fg_fq_total_queued(&gw->fq),

@@ -2,7 +2,7 @@
  * kernel enforcement, connections, the scheduler (queue, KV, engine window,
  * overload, engine metrics, peaks and the oversubscription ratio), and every
  * tenant's state (bucket, reserved units, queued, in flight, KV, admitted /
- * rejected / timed out, peak units/s), asked over the control socket (--ctl,
+ * rejected / timed out, peak units/s, units billed per output token), asked over the control socket (--ctl,
  * FAIRGATE_CTL, else /run/fairgate/ctl.sock). */
 #include <getopt.h>
 #include <jansson.h>
@@ -40,9 +40,11 @@ static void print_scheduling(const json_t *sc)
 		if (n < sizeof(shed))
 			n += (size_t)snprintf(shed + n, sizeof(shed) - n, "%s%s", n ? ", " : "",
 					      json_string_value(v));
-	printf("scheduling: metering %s, engine %s; %.0f queued (%.2f s of replica time); "
+	printf("scheduling: metering %s (output priced %s), engine %s; %.0f queued (%.2f s of replica time); "
 	       "KV reserved %.0f of %.0f tokens; engine window %.0f requests, %.0f of %.0f prefill tokens\n",
-	       str(sc, "metering"), str(sc, "engine_scheduling"), num(sc, "queued"),
+	       str(sc, "metering"),
+	       strcmp(str(sc, "output_pricing"), "flat") ? "by context" : "flat",
+	       str(sc, "engine_scheduling"), num(sc, "queued"),
 	       num(sc, "backlog_s"), num(kv, "reserved_tokens"), num(kv, "reservable_tokens"),
 	       num(ew, "pending_requests"), num(ew, "pending_tokens"), num(ew, "budget_tokens"));
 	if (num(ov, "level") >= 0)
@@ -92,13 +94,18 @@ static void print_human(const json_t *r)
 	printf("decisions: %.0f, mean %.1f us\n", num(json_object_get(r, "decisions"), "count"),
 	       num(json_object_get(r, "decisions"), "mean_us"));
 	print_scheduling(json_object_get(r, "scheduling"));
-	printf("\n%-16s %-12s %-7s %11s %11s %9s %6s %6s %15s %9s %9s %9s %10s %s\n", "TENANT", "TIER",
+	printf("\n%-16s %-12s %-7s %11s %11s %9s %6s %6s %15s %9s %9s %9s %10s %9s %s\n", "TENANT", "TIER",
 	       "CACHE", "BUCKET", "OF", "RESERVED", "QUEUED", "INFL", "KV RESERVED/CAP", "ADMITTED",
-	       "REJECTED", "TIMEOUTS", "PEAK U/S", "DENY");
+	       "REJECTED", "TIMEOUTS", "PEAK U/S", "U/OUT TOK", "DENY");
 	size_t i;
 	json_t *t;
 	json_array_foreach(json_object_get(r, "tenants"), i, t) {
-		char deny[32] = "-", kv[40];
+		char deny[32] = "-", kv[40], per_out[24] = "-";
+		/* units billed per output token: 3.09 at the reference context,
+		 * more for a tenant that decodes against long ones */
+		if (num(t, "output_tokens_billed") > 0)
+			snprintf(per_out, sizeof(per_out), "%.2f",
+				 num(t, "output_units_billed") / num(t, "output_tokens_billed"));
 		if (json_is_true(json_object_get(t, "deny_window_open")))
 			snprintf(deny, sizeof(deny), "%.0fms", num(t, "deny_remaining_ms"));
 		if (num(t, "kv_cap_tokens") > 0)
@@ -106,11 +113,11 @@ static void print_human(const json_t *r)
 				 num(t, "kv_cap_tokens"));
 		else
 			snprintf(kv, sizeof(kv), "%.0f/-", num(t, "kv_reserved_tokens"));
-		printf("%-16s %-12s %-7s %11.0f %11.0f %9.0f %6.0f %6.0f %15s %9.0f %9.0f %9.0f %10.0f %s\n",
+		printf("%-16s %-12s %-7s %11.0f %11.0f %9.0f %6.0f %6.0f %15s %9.0f %9.0f %9.0f %10.0f %9s %s\n",
 		       str(t, "name"), str(t, "tier"), str(t, "cache"), num(t, "bucket_units"),
 		       num(t, "burst_units"), num(t, "reserved_units"), num(t, "queued"),
 		       num(t, "inflight"), kv, num(t, "admitted"), num(t, "rejected"),
-		       num(t, "timed_out"), num(t, "peak_units_per_s"), deny);
+		       num(t, "timed_out"), num(t, "peak_units_per_s"), per_out, deny);
 	}
 }
 

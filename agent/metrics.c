@@ -71,6 +71,10 @@ static struct fg_gw_tenant *gwt(struct fg_gateway *gw, const struct fg_tenant_rt
 }
 static double v_billed(struct fg_gateway *gw, struct fg_tenant_rt *t, uint64_t now)
 { (void)gw; (void)now; return t->units_billed; }
+static double v_out_tokens(struct fg_gateway *gw, struct fg_tenant_rt *t, uint64_t now)
+{ (void)now; return gwt(gw, t)->billed_output_tokens; }
+static double v_out_units(struct fg_gateway *gw, struct fg_tenant_rt *t, uint64_t now)
+{ (void)now; return gwt(gw, t)->billed_output_units; }
 static double v_refunded(struct fg_gateway *gw, struct fg_tenant_rt *t, uint64_t now)
 { (void)gw; (void)now; return t->units_refunded; }
 static double v_level(struct fg_gateway *gw, struct fg_tenant_rt *t, uint64_t now)
@@ -132,6 +136,12 @@ char *fg_metrics_render(struct fg_proxy *px, size_t *len)
 	per_tenant(&o, px, "fairgate_tenant_units_total", "counter",
 		   "Units billed to the tenant at settlement (1 unit = one uncached prompt token of replica time).",
 		   v_billed, now);
+	per_tenant(&o, px, "fairgate_tenant_output_tokens_total", "counter",
+		   "Completion tokens billed at settlement (at most what was reserved).", v_out_tokens, now);
+	per_tenant(&o, px, "fairgate_tenant_output_units_total", "counter",
+		   "Units billed for those tokens: each at the replica time of the decode step that made it, "
+		   "which grows with the context (agent.output_pricing: context), or at the flat weight.",
+		   v_out_units, now);
 	per_tenant(&o, px, "fairgate_tenant_refunded_units_total", "counter",
 		   "Units reserved at admission and given back at settlement.", v_refunded, now);
 	per_tenant(&o, px, "fairgate_tenant_bucket_units", "gauge",

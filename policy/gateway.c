@@ -304,8 +304,18 @@ double fg_gw_finish(struct fg_gateway *gw, struct fg_gw_request *r, const struct
 		gw->t[r->tenant].usage_clamped++;
 	}
 	double billed = fg_settle_units(&gw->cm, gw->policy->agent.metering, &r->price, &billable);
-	if (u->prompt_tokens > 0 && !r->orphan)
-		gw->t[r->tenant].settled++;
+	if (!r->orphan) {
+		struct fg_gw_tenant *t = &gw->t[r->tenant];
+		struct fg_usage prompt_only = billable;
+		prompt_only.completion_tokens = 0;
+		if (u->prompt_tokens > 0)
+			t->settled++;
+		if (billable.completion_tokens > 0) {
+			t->billed_output_tokens += fmin(billable.completion_tokens, r->price.output_tokens);
+			t->billed_output_units += billed - fg_settle_units(&gw->cm, gw->policy->agent.metering,
+									   &r->price, &prompt_only);
+		}
+	}
 	end_request(gw, r, billed, now_ns);
 	return billed;
 }

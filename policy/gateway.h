@@ -74,6 +74,8 @@ struct fg_gw_tenant {
 	double typical_cost;          /* EWMA, drives deny windows */
 	double reserved_units;        /* held by admitted, unsettled requests */
 	double billed_units;
+	double billed_output_tokens;  /* completion tokens settled (capped at the reservation) */
+	double billed_output_units;   /* what they were billed: by their context, or flat */
 	uint32_t inflight;            /* admitted and not finished (queued + sent) */
 	uint64_t admitted, rejected, never, timed_out, settled, aborted;
 	uint64_t usage_clamped;       /* engine reported a prompt above max_context */

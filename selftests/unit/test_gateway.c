@@ -334,6 +334,10 @@ static void streamed_output_charged_by_context(void **state)
 	double billed = fg_gw_finish(gw, &r, &u, 7);
 	assert_true(fabs(billed - 30000 - fg_decode_units(cm, 30001, 79)) < 1e-9);
 	assert_true(fabs(gw->fq.t[0].served_units - served0 - billed) < 1e-6);
+	/* the tenant's output books: 80 tokens at ~29.0 units each */
+	assert_true(fabs(gw->t[0].billed_output_tokens - 80) < 1e-9);
+	assert_true(fabs(gw->t[0].billed_output_units - fg_decode_units(cm, 30001, 79)) < 1e-6);
+	assert_true(fabs(gw->t[0].billed_output_units / 80 - 28.65) < 0.01);
 }
 
 /* agent.output_pricing: flat prices every output token at the reference
