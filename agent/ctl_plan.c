@@ -1,7 +1,8 @@
 /* ctl_plan.c — `fairgatectl plan`: the cost model's derivations for a policy,
  * printed the way the seed works them out, or as JSON (keys per DESIGN.md),
  * with the price of an output token by the context it decodes against.
- * Optional: a tenant load (--rps/--in/--out) and a context length (--context). */
+ * Optional: one request's price (--in/--out, with --n and --cached), a tenant
+ * load (--rps with --in/--out) and a context length (--context). */
 #include <getopt.h>
 #include <jansson.h>
 #include <math.h>
@@ -16,8 +17,8 @@
 struct plan_args {
 	const char *policy;
 	bool json;
-	double rps, in, out, context;
-	bool have_load, have_context;
+	double rps, in, out, n, cached, context;
+	bool have_request, have_load, have_context;
 };
 
 static int parse_number(const char *flag, const char *s, double *out)
@@ -39,6 +40,7 @@ static int parse_args(int argc, char **argv, struct plan_args *a)
 		{ "policy", required_argument, NULL, 'p' }, { "json", no_argument, NULL, 'j' },
 		{ "rps", required_argument, NULL, 'r' },    { "in", required_argument, NULL, 'i' },
 		{ "out", required_argument, NULL, 'o' },    { "context", required_argument, NULL, 'c' },
+		{ "n", required_argument, NULL, 'n' },      { "cached", required_argument, NULL, 'k' },
 		{ 0 }
 	};
 	int opt, load_flags = 0;
@@ -53,6 +55,8 @@ static int parse_args(int argc, char **argv, struct plan_args *a)
 		case 'i': if (parse_number("--in", optarg, &a->in)) return -1; load_flags |= 2; break;
 		case 'o': if (parse_number("--out", optarg, &a->out)) return -1; load_flags |= 4; break;
 		case 'c': if (parse_number("--context", optarg, &a->context)) return -1; a->have_context = true; break;
+		case 'n': if (parse_number("--n", optarg, &a->n)) return -1; load_flags |= 8; break;
+		case 'k': if (parse_number("--cached", optarg, &a->cached)) return -1; load_flags |= 16; break;
 		default: return -1;
 		}
 	}
@@ -64,11 +68,31 @@ static int parse_args(int argc, char **argv, struct plan_args *a)
 		fprintf(stderr, "fairgatectl plan: --policy FILE is required\n");
 		return -1;
 	}
-	if (load_flags && load_flags != 7) {
+	if ((load_flags & 1) && (load_flags & 6) != 6) {
 		fprintf(stderr, "fairgatectl plan: --rps, --in and --out go together\n");
 		return -1;
 	}
-	a->have_load = load_flags == 7;
+	if ((load_flags & 1) && (load_flags & 24)) {
+		fprintf(stderr, "fairgatectl plan: --n and --cached price one request; a load (--rps) is n = 1, uncached\n");
+		return -1;
+	}
+	if (load_flags && (load_flags & 6) != 6) {
+		fprintf(stderr, "fairgatectl plan: --in and --out go together (and --n, --cached need them)\n");
+		return -1;
+	}
+	if (!(load_flags & 8))
+		a->n = 1;
+	if (a->n < 1 || a->n != floor(a->n)) {
+		fprintf(stderr, "fairgatectl plan: --n wants a whole number of choices, at least 1\n");
+		return -1;
+	}
+	if (a->cached > a->in) {
+		fprintf(stderr, "fairgatectl plan: --cached %g is more than the %g prompt tokens (--in)\n",
+			a->cached, a->in);
+		return -1;
+	}
+	a->have_request = (load_flags & 6) == 6;
+	a->have_load = load_flags & 1;
 	return 0;
 }
 
@@ -153,6 +177,12 @@ static void print_json(const struct fg_cost_model *cm, const struct plan_args *a
 	}
 	json_object_set_new(o, "output_token_us_at_context", us);
 	json_object_set_new(o, "output_weight_at_context", units);
+	if (a->have_request) {
+		json_object_set_new(o, "request_units",
+				    json_real(fg_request_units_n(cm, a->in, a->cached, a->out, a->n)));
+		json_object_set_new(o, "request_output_units",
+				    json_real(fg_output_units(cm, a->in, a->out, a->n)));
+	}
 	if (a->have_load) {
 		struct fg_load_cost l = fg_load_cost(cm, a->rps, a->in, a->out);
 		json_object_set_new(o, "tenant_units_per_s", json_real(l.units_per_s));
@@ -238,6 +268,14 @@ static void print_human(const struct fg_policy *p, const struct fg_cost_model *c
 	printf("cached prompt token = %.2f units\n", cm->cached_prompt_weight);
 	printf("dedicated replica   = %u GPUs x $%.2f x %.0f h = $%.0f per month\n", r->gpus,
 	       r->usd_per_hour, FG_HOURS_PER_MONTH, cm->dedicated_usd_per_month);
+	if (a->have_request && !a->have_load) {
+		double out = fg_output_units(cm, a->in, a->out, a->n);
+		printf("\nrequest of %g in (%g cached) and %g out over %g choice%s:\n", a->in, a->cached,
+		       a->out, a->n, a->n == 1 ? "" : "s");
+		printf("units         = %.1f prompt + %.1f output = %.1f\n",
+		       fg_request_units_n(cm, a->in, a->cached, 0, 1), out,
+		       fg_request_units_n(cm, a->in, a->cached, a->out, a->n));
+	}
 	if (a->have_load) {
 		struct fg_load_cost l = fg_load_cost(cm, a->rps, a->in, a->out);
 		struct load_output lo = load_output(cm, a);
