@@ -31,9 +31,9 @@ expect_eq "fairgate_engine_preemptions_total follows vllm:num_preemptions_total"
 	"$(metric fairgate_engine_preemptions_total)" "$engine"
 check "and a log line says so" grep -q "the engine preempted .* recompute is the platform's cost" "$PX_TMP/agent.log"
 expect_eq "status shows them" "$(sched engine.preemptions)" "$engine"
-check "billing is for what was asked, not the recompute (units <= 4 x (1000 + 1500 w))" \
+check "billing is for what was asked, not the recompute (units <= 4 x the price of 1000 in / 1500 out)" \
 	float_le "$(metric 'fairgate_tenant_units_total{tenant="alpha"}')" \
-	"$("$FG_BUILD/fairgatectl" plan --policy "$PX_TMP/policy.yaml" --json | jq -r '4 * (1000 + 1500 * .output_weight) + 0.01')"
+	"$(awk -v p="$(px_price 1000 1500)" 'BEGIN { print 4 * p + 0.01 }')"
 
 fails=$(metric fairgate_engine_scrape_failures_total)
 px_stop_sim

@@ -13,7 +13,9 @@ bpffs_ready
 px_netns deny 16
 PIN=/sys/fs/bpf/fgt-px-deny-$$
 on_exit "rm -rf $PIN"
-# beta: 40 units/s, 5 s burst = 200 units; one 193-unit request empties it
+# beta: 40 units/s, 5 s burst = 200 units; one request of 100 prompt and 57
+# output tokens empties it: 100 + 56 decode steps at ~128 tokens of context
+# (1.66 units each) = 193 units
 PX_RATE_B=40 PX_BURST_S=5 px_policy "  protected_ports: [8000]
   interfaces: [px-s]
   xdp_mode: native
@@ -37,7 +39,7 @@ check "before: beta connects ($r)" bash -c "[[ '$r' == connected* ]]"
 
 ids=$(seq -s, 1 100)
 code=$(pc "$PX_URL/v1/completions" -H "Authorization: Bearer $PX_KEY_B" \
-	-d "{\"prompt\":[$ids],\"max_tokens\":30}" -o /dev/null -w '%{http_code}')
+	-d "{\"prompt\":[$ids],\"max_tokens\":57}" -o /dev/null -w '%{http_code}')
 expect_eq "beta's request admitted (and spends the bucket)" "$code" 200
 learned=$(bpftool map dump pinned "$PIN/src_learned" -j 2>/dev/null | jq -r '.[].formatted.value.tenant_id // .[].value.tenant_id' | head -1)
 expect_eq "the kernel learned beta's source address (tenant id 1)" "$learned" 1
@@ -78,7 +80,7 @@ expect_eq "window closes as the bucket refills" "$(tenant_field beta deny_window
 r=$(probe "$PX_CLI" 1500)
 check "after the window beta connects again ($r)" bash -c "[[ '$r' == connected* ]]"
 code=$(pc "$PX_URL/v1/completions" -H "Authorization: Bearer $PX_KEY_B" \
-	-d "{\"prompt\":[$ids],\"max_tokens\":30}" -o /dev/null -w '%{http_code}')
+	-d "{\"prompt\":[$ids],\"max_tokens\":57}" -o /dev/null -w '%{http_code}')
 expect_eq "and is served" "$code" 200
 check "no reservation left behind" no_leaked_reservations
 px_stop_agent_clean

@@ -11,17 +11,17 @@ px_netns quota 12
 PX_RATE_B=20 PX_BURST_S=10 px_policy
 px_start_sim --speedup 0 --output-len uniform --enable-prompt-tokens-details
 px_start_agent
-W=$("$FG_BUILD/fairgatectl" plan --policy "$PX_TMP/policy.yaml" --json | jq -r .output_weight)
-CPW=$("$FG_BUILD/fairgatectl" plan --policy "$PX_TMP/policy.yaml" --json | jq -r '.cached_prompt_weight // 0.1')
 
 ids=$(seq -s, 1 100)
-# 100 prompt tokens (as token ids: counted exactly) + 10 output = 100 + 10 x 3.09 units
+# 100 prompt tokens (as token ids: counted exactly) + 10 output = 100 + 9
+# decode steps at ~105 tokens of context (1.63 units each) = ~115 units
 body="{\"prompt\":[$ids],\"max_tokens\":10}"
 completion() { # KEY BODY [CURL ARGS]
 	pc "$PX_URL/v1/completions" -H "Authorization: Bearer $1" -H 'Content-Type: application/json' \
 		-d "$2" "${@:3}"
 }
-cost=$(awk -v w="$W" 'BEGIN { print 100 + 10 * w }')
+cost=$(px_price 100 10)
+check "the cost model prices it at ~115 units ($cost)" awk -v c="$cost" 'BEGIN { exit !(c > 114.5 && c < 115) }'
 
 code=$(completion $PX_KEY_B "$body" -o /dev/null -w '%{http_code}')
 expect_eq "first request fits the burst" "$code" 200
@@ -56,7 +56,7 @@ sleep "$(awk -v ms="$ms" 'BEGIN { print ms / 2000 + 0.05 }')"
 code=$(completion $PX_KEY_B "$body" -o /dev/null -w '%{http_code}')
 expect_eq "retrying after the announced wait: 200" "$code" 200
 
-# never fits: 100 + 100 x 3.09 = 409 units > the 200-unit bucket
+# never fits: 100 + 99 decode steps at ~150 tokens (1.68 units) = 266 units > the 200-unit bucket
 completion $PX_KEY_B "{\"prompt\":[$ids],\"max_tokens\":100}" -D "$PX_TMP/hnf" -o "$PX_TMP/bnf" \
 	-w '%{http_code}' >"$PX_TMP/cnf"
 expect_eq "never fits: 400" "$(cat "$PX_TMP/cnf")" 400
@@ -76,11 +76,10 @@ for i in 1 2 3; do # streams: usage comes from the (hidden) usage chunk
 		-d "{\"messages\":[{\"role\":\"user\",\"content\":\"stream $i\"}],\"max_tokens\":40,\"stream\":true,\"stream_options\":{\"include_usage\":true}}" |
 		sed -n 's/^data: //p' | grep '"usage":{' | jq -c '.usage' >>"$PX_TMP/usage"
 done
-want=$(jq -r --arg w "$W" --arg c "$CPW" \
-	'(.prompt_tokens_details.cached_tokens // 0) as $ca | (.prompt_tokens - $ca) + $ca * ($c|tonumber) + .completion_tokens * ($w|tonumber)' \
-	"$PX_TMP/usage" | awk '{ s += $1 } END { printf "%.3f", s }')
+want=$(jq -r '"\(.prompt_tokens) \(.completion_tokens) \(.prompt_tokens_details.cached_tokens // 0)"' "$PX_TMP/usage" |
+	while read -r p o ca; do px_price "$p" "$o" 1 "$ca"; done | awk '{ s += $1 } END { printf "%.3f", s }')
 billed=$(metric 'fairgate_tenant_units_total{tenant="alpha"}')
-check "billed = sum over usage of (prompt - cached) + cached x $CPW + completion x w ($billed ~ $want)" \
+check "billed = sum over usage of each request's price by the cost model ($billed ~ $want)" \
 	awk -v a="$billed" -v b="$want" 'BEGIN { d = a - b; exit !(d < 0.01 && d > -0.01) }'
 outs=$(jq -r .completion_tokens "$PX_TMP/usage" | sort -n | head -1)
 check "engine returned fewer tokens than reserved (min completion $outs < 40)" test "$outs" -lt 40

@@ -11,10 +11,11 @@ cp "$PX_TMP/policy.yaml" "$PX_TMP/v1.yaml"
 px_start_sim --speedup 0
 px_start_agent
 
-# beta spends its 200-unit bucket: 100 + 30 x 3.09 = 193 units
+# beta spends its 200-unit bucket: 100 prompt + 57 output tokens = 100 + 56
+# decode steps at ~128 tokens of context (1.66 units each) = 193 units
 ids=$(seq -s, 1 100)
 code=$(pc "$PX_URL/v1/completions" -H "Authorization: Bearer $PX_KEY_B" \
-	-d "{\"prompt\":[$ids],\"max_tokens\":30}" -o /dev/null -w '%{http_code}')
+	-d "{\"prompt\":[$ids],\"max_tokens\":57}" -o /dev/null -w '%{http_code}')
 expect_eq "beta spends its burst" "$code" 200
 
 # v2: gamma removed, delta added, alpha's contract changed, beta unchanged
@@ -66,7 +67,7 @@ expect_eq "a keep-alive connection spanning the reloads: 15 x 200 on 1 connectio
 	"$(awk '{ c += $1; if ($2 == 200) ok++ } END { print ok "/" c }' "$PX_TMP/ka.out")" "15/1"
 
 r=$(pc "$PX_URL/v1/completions" -H "Authorization: Bearer $PX_KEY_B" \
-	-d "{\"prompt\":[$ids],\"max_tokens\":30}" -o /dev/null -w '%{http_code}')
+	-d "{\"prompt\":[$ids],\"max_tokens\":57}" -o /dev/null -w '%{http_code}')
 expect_eq "beta's spent bucket survived the reloads (still 429)" "$r" 429
 expect_eq "alpha's new contract in force" "$(tenant_field alpha units_per_s)" 150000
 r=$(chat $KEY_D '{"messages":[{"role":"user","content":"hi"}],"max_tokens":4}' -o /dev/null -w '%{http_code}')
