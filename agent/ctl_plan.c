@@ -1,5 +1,5 @@
 /* ctl_plan.c — `fairgatectl plan`: the cost model's derivations for a policy,
- * printed the way the seed works them out, or as JSON (keys per DESIGN.md),
+ * printed the way the seed works them out, or as JSON (the same keys),
  * with the price of an output token by the context it decodes against.
  * Optional: one request's price (--in/--out, with --n and --cached), a tenant
  * load (--rps with --in/--out) and a context length (--context). */

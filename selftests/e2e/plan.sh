@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # plan.sh — `fairgatectl plan` reproduces the seed's table from the example
-# policy (JSON keys per DESIGN.md, within 0.5%), the price of an output token
+# policy (its JSON keys within 0.5%), the price of an output token
 # by its context (issue #21's table), and its human output shows the
 # derivations the way the seed writes them.
 source "$(dirname "$0")/lib.sh"
