@@ -132,7 +132,7 @@ static __always_inline struct fg_node_counters *node_counters(void)
 {
 	__u32 zero = 0;
 
-	return bpf_map_lookup_elem(&node_stats, &zero);
+	return bpf_map_lookup_elem(&FG_MAP_NODE_STATS, &zero);
 }
 
 static __always_inline int is_ipv6_ext(__u8 nh)
@@ -437,7 +437,7 @@ static __noinline void emit_event(struct xdp_md *ctx, __u32 tid, __u32 reason, _
 	ev.sport = s->sport;
 	ev.dport = s->dport;
 	ev.count = (__u32)count;
-	bpf_ringbuf_output(&shed_events, &ev, sizeof(ev), 0);
+	bpf_ringbuf_output(&FG_MAP_SHED_EVENTS, &ev, sizeof(ev), 0);
 }
 
 /* SYNs of a tenant this CPU has refused so far: delayed, shed with an
@@ -548,7 +548,7 @@ int fg_gate(struct xdp_md *ctx)
 		break;
 	}
 
-	n = bpf_map_lookup_elem(&node, &zero);
+	n = bpf_map_lookup_elem(&FG_MAP_NODE, &zero);
 	if (!n || !fg_port_protected(n, s.dport))
 		return XDP_PASS;
 	nc = node_counters();
@@ -566,8 +566,8 @@ int fg_gate(struct xdp_md *ctx)
 		return XDP_PASS;
 	}
 	tid = (__u32)id;
-	t = bpf_map_lookup_elem(&tenants, &tid);
-	tc = bpf_map_lookup_elem(&tenant_stats, &tid);
+	t = bpf_map_lookup_elem(&FG_MAP_TENANTS, &tid);
+	tc = bpf_map_lookup_elem(&FG_MAP_TENANT_STATS, &tid);
 	if (!t || !tc || !(t->flags & FG_TENANT_ACTIVE)) {
 		nc->unattributed++;
 		return XDP_PASS;

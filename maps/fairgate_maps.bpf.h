@@ -1,6 +1,8 @@
 /* fairgate_maps.bpf.h — the map definitions, BPF side. Every program that
  * includes this declares the same maps pinned by name, so gate and steer
- * loaded from separate objects share one set of pins under the pin dir. */
+ * loaded from separate objects share one set of pins under the pin dir.
+ * Each map is named by its FG_MAP_* macro (fairgate_maps.h), the one
+ * spelling userspace opens it by. */
 #ifndef FAIRGATE_MAPS_BPF_H
 #define FAIRGATE_MAPS_BPF_H
 
@@ -15,7 +17,7 @@ struct {
 	__type(key, __u32);
 	__type(value, struct fg_tenant_state);
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
-} tenants SEC(".maps");
+} FG_MAP_TENANTS SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -23,7 +25,7 @@ struct {
 	__type(key, __u32);
 	__type(value, struct fg_tenant_counters);
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
-} tenant_stats SEC(".maps");
+} FG_MAP_TENANT_STATS SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_LPM_TRIE);
@@ -32,7 +34,7 @@ struct {
 	__type(key, struct fg_lpm_key);
 	__type(value, struct fg_src_static);
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
-} src_tenant SEC(".maps");
+} FG_MAP_SRC_TENANT SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -40,7 +42,7 @@ struct {
 	__type(key, struct fg_src_key);
 	__type(value, struct fg_src_learned);
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
-} src_learned SEC(".maps");
+} FG_MAP_SRC_LEARNED SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
@@ -49,7 +51,7 @@ struct {
 	__type(key, __u32);
 	__type(value, struct fg_node_state);
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
-} node SEC(".maps");
+} FG_MAP_NODE SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -57,13 +59,13 @@ struct {
 	__type(key, __u32);
 	__type(value, struct fg_node_counters);
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
-} node_stats SEC(".maps");
+} FG_MAP_NODE_STATS SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
 	__uint(max_entries, FG_SHED_RING_BYTES);
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
-} shed_events SEC(".maps");
+} FG_MAP_SHED_EVENTS SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
@@ -72,7 +74,7 @@ struct {
 	__type(key, __u32);
 	__type(value, struct fg_src_index_slot);
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
-} src_index SEC(".maps");
+} FG_MAP_SRC_INDEX SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
@@ -81,14 +83,14 @@ struct {
 	__type(key, __u32);
 	__type(value, __u64);
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
-} src_index_fp SEC(".maps");
+} FG_MAP_SRC_INDEX_FP SEC(".maps");
 
 /* Both programs attribute sources the same way: a learned address that is
  * not shared wins, else the policy's CIDRs; -1 = unattributed. *shared says
  * a learned entry was skipped because it is shared. */
 static __always_inline int fg_attribute_src(const struct fg_src_key *src, int *shared)
 {
-	struct fg_src_learned *learned = bpf_map_lookup_elem(&src_learned, src);
+	struct fg_src_learned *learned = bpf_map_lookup_elem(&FG_MAP_SRC_LEARNED, src);
 	struct fg_lpm_key lk;
 	struct fg_src_static *st;
 
@@ -100,7 +102,7 @@ static __always_inline int fg_attribute_src(const struct fg_src_key *src, int *s
 	}
 	lk.prefixlen = 128;
 	__builtin_memcpy(lk.addr, src->addr, sizeof(lk.addr));
-	st = bpf_map_lookup_elem(&src_tenant, &lk);
+	st = bpf_map_lookup_elem(&FG_MAP_SRC_TENANT, &lk);
 	return st ? (int)st->tenant_id : -1;
 }
 
@@ -131,7 +133,7 @@ static __always_inline __u32 fg_index_find(__u32 base, __u32 mask, __u32 hash, _
 #pragma clang loop unroll(disable)
 	for (__u32 i = 0; i < probes; i++) {
 		__u32 at = base + ((hash + i) & mask);
-		struct fg_src_index_slot *e = bpf_map_lookup_elem(&src_index, &at);
+		struct fg_src_index_slot *e = bpf_map_lookup_elem(&FG_MAP_SRC_INDEX, &at);
 
 		if (!e || !*(volatile __u32 *)&e->tag)
 			return 0;
@@ -152,7 +154,7 @@ static __always_inline __u32 fg_index_find_learned(__u32 h, __u32 mask, __u32 ha
 #pragma clang loop unroll(disable)
 	for (__u32 i = 0; i < FG_IDX_PROBES; i++) {
 		__u32 slot = (hash + i) & mask, w = h * FG_IDX_FP_WORDS + (slot >> 2), at;
-		__u64 *word = bpf_map_lookup_elem(&src_index_fp, &w);
+		__u64 *word = bpf_map_lookup_elem(&FG_MAP_SRC_INDEX_FP, &w);
 		struct fg_src_index_slot *e;
 		__u16 f;
 
@@ -164,7 +166,7 @@ static __always_inline __u32 fg_index_find_learned(__u32 h, __u32 mask, __u32 ha
 		if (f != fp)
 			continue;
 		at = h * FG_IDX_HALF_SLOTS + slot;
-		e = bpf_map_lookup_elem(&src_index, &at);
+		e = bpf_map_lookup_elem(&FG_MAP_SRC_INDEX, &at);
 		if (!e)
 			return 0;
 		if (fg_index_holds(e, 1, a0, a1))

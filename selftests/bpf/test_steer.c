@@ -155,7 +155,7 @@ static int set_listener(int fd)
 {
 	uint32_t zero = 0;
 	uint64_t v = (uint64_t)fd;
-	int mfd = bpf_map__fd(skel->maps.steer_sock);
+	int mfd = bpf_map__fd(skel->maps.FG_MAP_STEER_SOCK);
 
 	if (fd < 0)
 		return bpf_map_delete_elem(mfd, &zero);
