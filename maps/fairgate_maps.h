@@ -10,6 +10,8 @@
  * Compatibility: libbpf refuses to reuse a pinned map whose key/value size
  * or flags differ, so changing a struct here means a node must drop the old
  * pins once (`fairgated --cleanup`). Append fields; do not reorder.
+ * fairgate_maps_layout.h pins every struct's size and field offsets, so a
+ * change is made there on purpose or fails the build.
  */
 #ifndef FAIRGATE_MAPS_H
 #define FAIRGATE_MAPS_H
@@ -24,8 +26,8 @@
  * BPF definitions (fairgate_maps.bpf.h: `} FG_MAP_NODE SEC(".maps")`, and
  * so a skeleton's field, skel->maps.FG_MAP_NODE), and FG_MAP_NAME() of it
  * is the string userspace finds it by, in a BPF object or as the pin's
- * file name under the pin dir. At most 15 characters (BPF_OBJ_NAME_LEN);
- * no macro may be named like a map. */
+ * file name under the pin dir. At most 15 characters (BPF_OBJ_NAME_LEN,
+ * checked in fairgate_maps_layout.h); no macro may be named like a map. */
 #define FG_MAP_TENANTS      tenants      /* array, mmapable: struct fg_tenant_state */
 #define FG_MAP_TENANT_STATS tenant_stats /* percpu array: struct fg_tenant_counters */
 #define FG_MAP_SRC_TENANT   src_tenant   /* LPM trie: policy CIDRs → tenant */
@@ -375,5 +377,7 @@ static inline __attribute__((always_inline)) __u64 fg_prefix_mask64(__u32 bits)
 #endif
 	return m;
 }
+
+#include "maps/fairgate_maps_layout.h"
 
 #endif
