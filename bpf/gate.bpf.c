@@ -28,6 +28,8 @@
 #include <bpf/bpf_endian.h>
 #include <bpf/bpf_helpers.h>
 #include "maps/fairgate_maps.bpf.h"
+#include "bpf/attribute.bpf.h"
+#include "bpf/judge.bpf.h"
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
