@@ -59,11 +59,11 @@ struct src_cache_entry {
 	__u32 seq;
 	__u32 gen;
 	__u64 addr[2];
-	__u32 answer;      /* tenant id + 1 (0 = unattributed) | CACHE_SHARED */
+	__u32 answer;      /* the source index's encoding: fg_src_index_answer()
+			    * | FG_IDX_SHARED (a shared learned entry skipped) */
 	__u32 filled;      /* jiffies, low 32 bits */
 };
 
-#define CACHE_SHARED (1u << 16)
 #define CACHE_TTL_TICKS 256 /* 1 s at HZ=250, 0.26 s at 1000, 2.6 s at 100 */
 
 static struct src_cache_entry src_cache[FG_SRC_CACHE_SLOTS];
@@ -467,25 +467,23 @@ static __noinline int attribute_slow(const struct fg_src_key *src, struct src_ca
 {
 	__u32 now = (__u32)bpf_jiffies64(), seq = (__u32)seq_gen, gen = (__u32)(seq_gen >> 32);
 	const __u64 *a = (const __u64 *)src->addr;
-	int id, shared;
+	int shared, id = fg_attribute_src(src, &shared);
+	/* -1, or no tenant by that id (a learned entry edited by hand), reads
+	 * back as unattributed, as the index's answers do. */
+	__u32 answer = fg_src_index_answer((__u32)id) | (shared ? FG_IDX_SHARED : 0);
 
-	id = fg_attribute_src(src, &shared);
-	/* No tenant by that id (a learned entry edited by hand): judged as
-	 * unattributed either way, and the answer fits its 16 bits. */
-	if (id >= FG_MAP_MAX_TENANTS)
-		id = -1;
 	if (shared)
 		nc->shared_source++;
 	if (gen && !(seq & 1) && __sync_val_compare_and_swap(&e->seq, seq, seq + 1) == seq) {
 		e->gen = gen;
 		e->addr[0] = a[0];
 		e->addr[1] = a[1];
-		e->answer = (__u32)(id + 1) | (shared ? CACHE_SHARED : 0);
+		e->answer = answer;
 		e->filled = now;
 		barrier();
 		WRITE_ONCE(e->seq, seq + 2);
 	}
-	return id;
+	return fg_src_index_tenant(answer);
 }
 
 /* Tenant id of a source (-1 = unattributed): from the source index while
@@ -518,9 +516,9 @@ static __always_inline int attribute(const struct syn_info *s, const struct fg_n
 
 		/* Unchanged and even (no writer); gen 0 = nothing cached. */
 		if (READ_ONCE(e->seq) == (seq & ~1u) && gen && age < CACHE_TTL_TICKS) {
-			if (answer & CACHE_SHARED)
+			if (answer & FG_IDX_SHARED)
 				nc->shared_source++;
-			return (int)(answer & 0xffff) - 1;
+			return fg_src_index_tenant(answer);
 		}
 	}
 	return attribute_slow(&s->src, e, (__u64)gen << 32 | seq, nc);

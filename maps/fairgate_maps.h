@@ -182,25 +182,28 @@ struct fg_tenant_counters {
 struct fg_src_index_slot {
 	__u64 addr[2];            /* fg_src_key as two native loads (masked: static) */
 	__u32 tag;                /* 0 = empty; learned: 1; static: 1 + prefixlen */
-	__u32 answer;             /* tenant id + 1 | FG_IDX_SHARED */
+	__u32 answer;             /* fg_src_index_answer() | FG_IDX_SHARED */
 };
 
 #define FG_IDX_SHARED (1u << 16)  /* learned, shared: skipped, like the map's */
-#define FG_IDX_NO_TENANT 0xffffu  /* an id no tenant has (a map edited by hand) */
+#define FG_IDX_ANSWER (1u << 17)  /* in every answer stored: none is 0, which
+				   * a lookup returns for "not here" */
+#define FG_IDX_NO_TENANT 0u       /* the id field of an answer naming no
+				   * tenant (a map edited by hand) */
 
-/* A slot's answer for a tenant id, and back: an id out of range is stored
- * as FG_IDX_NO_TENANT and read as -1 (unattributed), as gate judges it
- * when the maps name it. */
+/* A slot's answer for a tenant id, and back: the id + 1 in the low 16 bits;
+ * an id out of range (or -1) is stored as FG_IDX_NO_TENANT and read as -1
+ * (unattributed), as gate judges it when the maps name it. Reading is
+ * branch-free, so the verifier walks one path through each reader. gate's
+ * attribution cache stores its answers the same way. */
 static inline __attribute__((always_inline)) __u32 fg_src_index_answer(__u32 tenant_id)
 {
-	return tenant_id < FG_MAP_MAX_TENANTS ? tenant_id + 1 : FG_IDX_NO_TENANT;
+	return (tenant_id < FG_MAP_MAX_TENANTS ? tenant_id + 1 : FG_IDX_NO_TENANT) | FG_IDX_ANSWER;
 }
 
 static inline __attribute__((always_inline)) int fg_src_index_tenant(__u32 answer)
 {
-	__u32 id = answer & 0xffff;
-
-	return id == FG_IDX_NO_TENANT ? -1 : (int)id - 1;
+	return (int)(answer & 0xffff) - 1;
 }
 
 struct fg_src_index_head {
