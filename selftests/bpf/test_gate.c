@@ -25,6 +25,7 @@
 
 #include "agent/kernel_maps.h"
 #include "agent/src_index.h"
+#include "selftests/common/percpu_zero.h"
 #include "gate.skel.h"
 
 #define PORT 8000
@@ -327,27 +328,28 @@ static void forget_learned(void)
 static int reset(void **state)
 {
 	char err[256];
-	int ncpu = maps.ncpus;
-	void *zero = calloc((size_t)ncpu, 64);
 
 	(void)state;
 	make_policy(pol);
 	if (fg_maps_apply_policy(&maps, pol, err, sizeof(err))) {
 		fprintf(stderr, "apply: %s\n", err);
-		free(zero);
 		return -1;
 	}
 	for (uint32_t i = 0; i < 4; i++) {
 		fg_maps_set_deny(&maps, i, 0, FG_VERDICT_ALLOW, 0);
 		maps.tenants[i].allow_tat_ns = 0;
 		maps.tenants[i].rst_tat_ns = 0;
-		bpf_map_update_elem(maps.tenant_stats_fd, &i, zero, BPF_ANY);
+		if (fg_test_zero_percpu(skel->maps.FG_MAP_TENANT_STATS, i)) {
+			fprintf(stderr, "zeroing tenant_stats[%u] failed\n", i);
+			return -1;
+		}
 	}
-	uint32_t z = 0;
-	bpf_map_update_elem(maps.node_stats_fd, &z, zero, BPF_ANY);
+	if (fg_test_zero_percpu(skel->maps.FG_MAP_NODE_STATS, 0)) {
+		fprintf(stderr, "zeroing node_stats failed\n");
+		return -1;
+	}
 	forget_learned();
 	fg_maps_set_overload_rank(&maps, -1);
-	free(zero);
 	if (index_on && fg_src_index_rebuild(&maps)) {
 		fprintf(stderr, "source index: rebuild failed\n");
 		return -1;
