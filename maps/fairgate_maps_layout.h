@@ -149,8 +149,8 @@ _Static_assert(FG_MAP_MAX_TENANTS < 0xffff, "tenant ids must fit the index's ans
 _Static_assert(FG_IDX_SHARED > 0xffff && FG_IDX_ANSWER > 0xffff && FG_IDX_SHARED != FG_IDX_ANSWER,
 	       "the index's flags sit above the 16-bit id");
 /* Tables are probed with `& mask`, the fingerprints four to a word. */
-_Static_assert(!(FG_IDX_LEARNED_SLOTS & (FG_IDX_LEARNED_SLOTS - 1)), "learned slots: a power of two");
-_Static_assert(!(FG_IDX_STATIC_SLOTS & (FG_IDX_STATIC_SLOTS - 1)), "static slots: a power of two");
+_Static_assert(!(FG_IDX_LEARNED_SLOTS & (FG_IDX_LEARNED_SLOTS - 1)), "learned: a power of two");
+_Static_assert(!(FG_IDX_STATIC_SLOTS & (FG_IDX_STATIC_SLOTS - 1)), "static: a power of two");
 _Static_assert(FG_IDX_LEARNED_SLOTS % 4 == 0, "four fingerprints a word");
 _Static_assert(FG_IDX_MAX_LENS < FG_IDX_LENS_TRIE, "n_lens: a count or FG_IDX_LENS_TRIE");
 _Static_assert(sizeof(((struct fg_src_index_head *)0)->lens) == FG_IDX_MAX_LENS, "lens[]");
