@@ -191,6 +191,8 @@ static int clear_stale_gate(int ifindex, const char *ifname, char *err, size_t e
 	return 0;
 }
 
+_Static_assert(FG_IFNAME_MAX == IF_NAMESIZE, "the policy's interface names are the kernel's");
+
 static int attach_one(struct fg_kernel *k, const char *ifname, enum fg_xdp_mode mode, char *err,
 		      size_t errlen)
 {

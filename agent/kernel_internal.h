@@ -17,7 +17,7 @@ struct bpf_link;
 struct fg_xdp_link {
 	int ifindex;
 	uint32_t flags;        /* XDP_FLAGS_*_MODE it was attached with */
-	char ifname[16];
+	char ifname[FG_IFNAME_MAX];
 };
 
 struct fg_kernel {

@@ -71,17 +71,17 @@ static void *mmap_array(int fd, const char *name, size_t value_size, size_t entr
 
 static int map_mmaps(struct fg_maps *m, char *err, size_t errlen)
 {
-	if (check_map(m->tenants_fd, FG_MAP_TENANTS, BPF_MAP_TYPE_ARRAY, 4,
+	if (check_map(m->tenants_fd, FG_MAP_NAME(FG_MAP_TENANTS), BPF_MAP_TYPE_ARRAY, 4,
 		      sizeof(struct fg_tenant_state), err, errlen) ||
-	    check_map(m->node_fd, FG_MAP_NODE, BPF_MAP_TYPE_ARRAY, 4, sizeof(struct fg_node_state),
-		      err, errlen) ||
-	    check_map(m->tenant_stats_fd, FG_MAP_TENANT_STATS, BPF_MAP_TYPE_PERCPU_ARRAY, 4,
+	    check_map(m->node_fd, FG_MAP_NAME(FG_MAP_NODE), BPF_MAP_TYPE_ARRAY, 4,
+		      sizeof(struct fg_node_state), err, errlen) ||
+	    check_map(m->tenant_stats_fd, FG_MAP_NAME(FG_MAP_TENANT_STATS), BPF_MAP_TYPE_PERCPU_ARRAY, 4,
 		      sizeof(struct fg_tenant_counters), err, errlen) ||
-	    check_map(m->node_stats_fd, FG_MAP_NODE_STATS, BPF_MAP_TYPE_PERCPU_ARRAY, 4,
+	    check_map(m->node_stats_fd, FG_MAP_NAME(FG_MAP_NODE_STATS), BPF_MAP_TYPE_PERCPU_ARRAY, 4,
 		      sizeof(struct fg_node_counters), err, errlen) ||
-	    check_map(m->src_tenant_fd, FG_MAP_SRC_TENANT, BPF_MAP_TYPE_LPM_TRIE,
+	    check_map(m->src_tenant_fd, FG_MAP_NAME(FG_MAP_SRC_TENANT), BPF_MAP_TYPE_LPM_TRIE,
 		      sizeof(struct fg_lpm_key), sizeof(struct fg_src_static), err, errlen) ||
-	    check_map(m->src_learned_fd, FG_MAP_SRC_LEARNED, BPF_MAP_TYPE_HASH,
+	    check_map(m->src_learned_fd, FG_MAP_NAME(FG_MAP_SRC_LEARNED), BPF_MAP_TYPE_HASH,
 		      sizeof(struct fg_src_key), sizeof(struct fg_src_learned), err, errlen))
 		return -1;
 
@@ -90,12 +90,12 @@ static int map_mmaps(struct fg_maps *m, char *err, size_t errlen)
 		snprintf(err, errlen, "cannot count possible CPUs");
 		return -1;
 	}
-	m->tenants = mmap_array(m->tenants_fd, FG_MAP_TENANTS, sizeof(struct fg_tenant_state),
+	m->tenants = mmap_array(m->tenants_fd, FG_MAP_NAME(FG_MAP_TENANTS), sizeof(struct fg_tenant_state),
 				FG_MAP_MAX_TENANTS, &m->tenants_len, err, errlen);
 	if (!m->tenants)
 		return -1;
-	m->node = mmap_array(m->node_fd, FG_MAP_NODE, sizeof(struct fg_node_state), 1, &m->node_len,
-			     err, errlen);
+	m->node = mmap_array(m->node_fd, FG_MAP_NAME(FG_MAP_NODE), sizeof(struct fg_node_state), 1,
+			     &m->node_len, err, errlen);
 	return m->node ? 0 : -1;
 }
 
@@ -118,12 +118,12 @@ static void *map_object_array(const struct bpf_object *obj, const char *name, si
 /* The source index is the object's: only the programs' owner keeps it. */
 static int map_src_index(struct fg_maps *m, const struct bpf_object *obj, char *err, size_t errlen)
 {
-	m->src_index = map_object_array(obj, FG_MAP_SRC_INDEX, sizeof(struct fg_src_index_slot),
-					2 * FG_IDX_HALF_SLOTS, &m->src_index_fd,
+	m->src_index = map_object_array(obj, FG_MAP_NAME(FG_MAP_SRC_INDEX),
+					sizeof(struct fg_src_index_slot), 2 * FG_IDX_HALF_SLOTS, &m->src_index_fd,
 					&m->src_index_len, err, errlen);
 	if (!m->src_index)
 		return -1;
-	m->src_index_fp = map_object_array(obj, FG_MAP_SRC_INDEX_FP, sizeof(uint64_t),
+	m->src_index_fp = map_object_array(obj, FG_MAP_NAME(FG_MAP_SRC_INDEX_FP), sizeof(uint64_t),
 					   2 * FG_IDX_FP_WORDS, &m->src_index_fp_fd,
 					   &m->src_index_fp_len, err, errlen);
 	return m->src_index_fp ? 0 : -1;
@@ -144,13 +144,13 @@ struct map_slot {
 	int *fd;
 };
 #define MAP_SLOTS(m) { \
-	{ FG_MAP_TENANTS, &(m)->tenants_fd }, \
-	{ FG_MAP_TENANT_STATS, &(m)->tenant_stats_fd }, \
-	{ FG_MAP_SRC_TENANT, &(m)->src_tenant_fd }, \
-	{ FG_MAP_SRC_LEARNED, &(m)->src_learned_fd }, \
-	{ FG_MAP_NODE, &(m)->node_fd }, \
-	{ FG_MAP_NODE_STATS, &(m)->node_stats_fd }, \
-	{ FG_MAP_SHED_EVENTS, &(m)->shed_events_fd }, \
+	{ FG_MAP_NAME(FG_MAP_TENANTS), &(m)->tenants_fd }, \
+	{ FG_MAP_NAME(FG_MAP_TENANT_STATS), &(m)->tenant_stats_fd }, \
+	{ FG_MAP_NAME(FG_MAP_SRC_TENANT), &(m)->src_tenant_fd }, \
+	{ FG_MAP_NAME(FG_MAP_SRC_LEARNED), &(m)->src_learned_fd }, \
+	{ FG_MAP_NAME(FG_MAP_NODE), &(m)->node_fd }, \
+	{ FG_MAP_NAME(FG_MAP_NODE_STATS), &(m)->node_stats_fd }, \
+	{ FG_MAP_NAME(FG_MAP_SHED_EVENTS), &(m)->shed_events_fd }, \
 }
 
 int fg_maps_open_pinned(struct fg_maps *m, const char *pin_dir, char *err, size_t errlen)
@@ -636,6 +636,9 @@ static int apply_node(struct fg_maps *m, const struct fg_policy *p)
 	return 0;
 }
 
+/* Every CIDR a policy can list has room in the trie. */
+_Static_assert(FG_MAX_TENANTS * FG_MAX_SOURCES <= FG_MAP_MAX_STATIC, "src_tenant too small");
+
 static int apply_static_sources(struct fg_maps *m, const struct fg_policy *p, char *err,
 				size_t errlen)
 {
@@ -668,7 +671,7 @@ static int apply_static_sources(struct fg_maps *m, const struct fg_policy *p, ch
 		v.tenant_id = owner[i];
 		if (bpf_map_update_elem(m->src_tenant_fd, &want[i], &v, BPF_ANY)) {
 			snprintf(err, errlen, "adding source of tenant %s to %s: %s",
-				 p->tenants[owner[i]].name, FG_MAP_SRC_TENANT, strerror(errno));
+				 p->tenants[owner[i]].name, FG_MAP_NAME(FG_MAP_SRC_TENANT), strerror(errno));
 			goto out;
 		}
 	}
@@ -680,7 +683,7 @@ static int apply_static_sources(struct fg_maps *m, const struct fg_policy *p, ch
 			keep = !memcmp(&want[i], &key, sizeof(key));
 		if (!keep && bpf_map_delete_elem(m->src_tenant_fd, &key) && errno != ENOENT) {
 			snprintf(err, errlen, "removing a stale source from %s: %s",
-				 FG_MAP_SRC_TENANT, strerror(errno));
+				 FG_MAP_NAME(FG_MAP_SRC_TENANT), strerror(errno));
 			goto out;
 		}
 		/* Deleting from an LPM trie can reorder the walk: restart it. */

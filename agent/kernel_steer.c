@@ -269,7 +269,7 @@ int fg_kernel_steer_listener(struct fg_agent_state *st, int listen_fd)
 		errno = EOPNOTSUPP; /* agent.mode is not transparent, or steer failed */
 		return -1;
 	}
-	map_fd = bpf_map__fd(k->steer->maps.steer_sock);
+	map_fd = bpf_map__fd(k->steer->maps.FG_MAP_STEER_SOCK);
 	if (listen_fd < 0) {
 		if (bpf_map_delete_elem(map_fd, &zero) && errno != ENOENT)
 			return -1;

@@ -473,7 +473,7 @@ int fg_src_index_start(struct fg_maps *m, char *err, size_t errlen)
 	int e;
 
 	if (!rt) {
-		snprintf(err, errlen, "source index: no %s map", FG_MAP_SRC_INDEX);
+		snprintf(err, errlen, "source index: no %s map", FG_MAP_NAME(FG_MAP_SRC_INDEX));
 		return -1;
 	}
 	if (rt->running)

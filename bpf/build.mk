@@ -2,5 +2,3 @@
 # -mcpu=v3 for BPF_ATOMIC compare-and-swap (the gate's allowance bucket).
 BPF_CFLAGS += -mcpu=v3
 BPF_PROGS += bpf/gate.bpf.c bpf/steer.bpf.c
-TOOLS += selftests/tools/fg-tcpprobe.c
-TOOLS += bench/fg-gate-bench.c

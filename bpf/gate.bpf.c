@@ -28,6 +28,8 @@
 #include <bpf/bpf_endian.h>
 #include <bpf/bpf_helpers.h>
 #include "maps/fairgate_maps.bpf.h"
+#include "bpf/attribute.bpf.h"
+#include "bpf/judge.bpf.h"
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
@@ -57,11 +59,11 @@ struct src_cache_entry {
 	__u32 seq;
 	__u32 gen;
 	__u64 addr[2];
-	__u32 answer;      /* tenant id + 1 (0 = unattributed) | CACHE_SHARED */
+	__u32 answer;      /* the source index's encoding: fg_src_index_answer()
+			    * | FG_IDX_SHARED (a shared learned entry skipped) */
 	__u32 filled;      /* jiffies, low 32 bits */
 };
 
-#define CACHE_SHARED (1u << 16)
 #define CACHE_TTL_TICKS 256 /* 1 s at HZ=250, 0.26 s at 1000, 2.6 s at 100 */
 
 static struct src_cache_entry src_cache[FG_SRC_CACHE_SLOTS];
@@ -132,7 +134,7 @@ static __always_inline struct fg_node_counters *node_counters(void)
 {
 	__u32 zero = 0;
 
-	return bpf_map_lookup_elem(&node_stats, &zero);
+	return bpf_map_lookup_elem(&FG_MAP_NODE_STATS, &zero);
 }
 
 static __always_inline int is_ipv6_ext(__u8 nh)
@@ -437,7 +439,7 @@ static __noinline void emit_event(struct xdp_md *ctx, __u32 tid, __u32 reason, _
 	ev.sport = s->sport;
 	ev.dport = s->dport;
 	ev.count = (__u32)count;
-	bpf_ringbuf_output(&shed_events, &ev, sizeof(ev), 0);
+	bpf_ringbuf_output(&FG_MAP_SHED_EVENTS, &ev, sizeof(ev), 0);
 }
 
 /* SYNs of a tenant this CPU has refused so far: delayed, shed with an
@@ -465,25 +467,23 @@ static __noinline int attribute_slow(const struct fg_src_key *src, struct src_ca
 {
 	__u32 now = (__u32)bpf_jiffies64(), seq = (__u32)seq_gen, gen = (__u32)(seq_gen >> 32);
 	const __u64 *a = (const __u64 *)src->addr;
-	int id, shared;
+	int shared, id = fg_attribute_src(src, &shared);
+	/* -1, or no tenant by that id (a learned entry edited by hand), reads
+	 * back as unattributed, as the index's answers do. */
+	__u32 answer = fg_src_index_answer((__u32)id) | (shared ? FG_IDX_SHARED : 0);
 
-	id = fg_attribute_src(src, &shared);
-	/* No tenant by that id (a learned entry edited by hand): judged as
-	 * unattributed either way, and the answer fits its 16 bits. */
-	if (id >= FG_MAP_MAX_TENANTS)
-		id = -1;
 	if (shared)
 		nc->shared_source++;
 	if (gen && !(seq & 1) && __sync_val_compare_and_swap(&e->seq, seq, seq + 1) == seq) {
 		e->gen = gen;
 		e->addr[0] = a[0];
 		e->addr[1] = a[1];
-		e->answer = (__u32)(id + 1) | (shared ? CACHE_SHARED : 0);
+		e->answer = answer;
 		e->filled = now;
 		barrier();
 		WRITE_ONCE(e->seq, seq + 2);
 	}
-	return id;
+	return fg_src_index_tenant(answer);
 }
 
 /* Tenant id of a source (-1 = unattributed): from the source index while
@@ -516,9 +516,9 @@ static __always_inline int attribute(const struct syn_info *s, const struct fg_n
 
 		/* Unchanged and even (no writer); gen 0 = nothing cached. */
 		if (READ_ONCE(e->seq) == (seq & ~1u) && gen && age < CACHE_TTL_TICKS) {
-			if (answer & CACHE_SHARED)
+			if (answer & FG_IDX_SHARED)
 				nc->shared_source++;
-			return (int)(answer & 0xffff) - 1;
+			return fg_src_index_tenant(answer);
 		}
 	}
 	return attribute_slow(&s->src, e, (__u64)gen << 32 | seq, nc);
@@ -548,7 +548,7 @@ int fg_gate(struct xdp_md *ctx)
 		break;
 	}
 
-	n = bpf_map_lookup_elem(&node, &zero);
+	n = bpf_map_lookup_elem(&FG_MAP_NODE, &zero);
 	if (!n || !fg_port_protected(n, s.dport))
 		return XDP_PASS;
 	nc = node_counters();
@@ -566,8 +566,8 @@ int fg_gate(struct xdp_md *ctx)
 		return XDP_PASS;
 	}
 	tid = (__u32)id;
-	t = bpf_map_lookup_elem(&tenants, &tid);
-	tc = bpf_map_lookup_elem(&tenant_stats, &tid);
+	t = bpf_map_lookup_elem(&FG_MAP_TENANTS, &tid);
+	tc = bpf_map_lookup_elem(&FG_MAP_TENANT_STATS, &tid);
 	if (!t || !tc || !(t->flags & FG_TENANT_ACTIVE)) {
 		nc->unattributed++;
 		return XDP_PASS;

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /* steer.bpf.c — the sk_lookup program of transparent mode: a new TCP
  * connection to a protected port in the node's namespace is handed to the
- * agent's listening socket (kept in the `steer_sock` SOCKMAP) instead of the
+ * agent's listening socket (kept in the FG_MAP_STEER_SOCK SOCKMAP) instead of the
  * engine listening on that port, so the engine's deployment does not change.
  *
  *   not TCP / not a protected port          → no opinion (normal lookup)
@@ -30,6 +30,8 @@
 #include <bpf/bpf_endian.h>
 #include <bpf/bpf_helpers.h>
 #include "maps/fairgate_maps.bpf.h"
+#include "bpf/attribute.bpf.h"
+#include "bpf/judge.bpf.h"
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
@@ -45,7 +47,7 @@ struct {
 	__uint(max_entries, 1);
 	__type(key, __u32);
 	__type(value, __u64);
-} steer_sock SEC(".maps");
+} FG_MAP_STEER_SOCK SEC(".maps");
 
 /* The port of the agent's socket when the agent chose it (transparent mode
  * without agent.listen): it is bound to the wildcard address, for IPv4 and
@@ -126,8 +128,8 @@ static __always_inline int refused(struct fg_node_state *n, const struct fg_src_
 	if (id < 0)
 		return 0;
 	tid = (__u32)id;
-	t = bpf_map_lookup_elem(&tenants, &tid);
-	tc = bpf_map_lookup_elem(&tenant_stats, &tid);
+	t = bpf_map_lookup_elem(&FG_MAP_TENANTS, &tid);
+	tc = bpf_map_lookup_elem(&FG_MAP_TENANT_STATS, &tid);
 	if (!t || !tc || !(t->flags & FG_TENANT_ACTIVE))
 		return 0;
 	if (*(volatile __u64 *)&t->deny_until_ns <= now ||
@@ -164,7 +166,7 @@ int fg_steer(struct bpf_sk_lookup *ctx)
 
 	if (ctx->protocol != IPPROTO_TCP)
 		return SK_PASS;
-	n = bpf_map_lookup_elem(&node, &zero);
+	n = bpf_map_lookup_elem(&FG_MAP_NODE, &zero);
 	if (!n || !(n->steer_flags & FG_STEER_ON))
 		return SK_PASS;
 	port = (__u16)ctx->local_port;
@@ -198,7 +200,7 @@ int fg_steer(struct bpf_sk_lookup *ctx)
 	if (port == private_port && port && !fg_port_protected(n, port))
 		return from_here ? SK_PASS : SK_DROP;
 
-	nc = bpf_map_lookup_elem(&node_stats, &zero);
+	nc = bpf_map_lookup_elem(&FG_MAP_NODE_STATS, &zero);
 	if (!nc)
 		return SK_PASS;
 	sport = bpf_ntohs(ctx->remote_port);
@@ -212,7 +214,7 @@ int fg_steer(struct bpf_sk_lookup *ctx)
 	if (refused(n, &remote, from_here ? 0 : ifindex))
 		return SK_DROP;
 
-	sk = bpf_map_lookup_elem(&steer_sock, &zero);
+	sk = bpf_map_lookup_elem(&FG_MAP_STEER_SOCK, &zero);
 	if (!sk)
 		return no_listener(n, nc);
 	err = bpf_sk_assign(ctx, sk, 0);

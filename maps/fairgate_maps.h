@@ -4,42 +4,51 @@
  *
  * Included by both sides, so it uses only <linux/types.h> types. The map
  * definitions themselves live in fairgate_maps.bpf.h (BPF side); userspace
- * finds the maps by pinned name under FG_PIN_DIR.
+ * finds the maps by pinned name under FG_PIN_DIR. The limits a policy must
+ * fit are in fairgate_limits.h (policy/ takes them from there).
  *
  * Compatibility: libbpf refuses to reuse a pinned map whose key/value size
  * or flags differ, so changing a struct here means a node must drop the old
  * pins once (`fairgated --cleanup`). Append fields; do not reorder.
+ * fairgate_maps_layout.h pins every struct's size and field offsets, so a
+ * change is made there on purpose or fails the build.
  */
 #ifndef FAIRGATE_MAPS_H
 #define FAIRGATE_MAPS_H
 
 #include <linux/types.h>
 
+#include "maps/fairgate_limits.h"
+
 #define FG_PIN_DIR "/sys/fs/bpf/fairgate"
 
-/* Map names (also the pin file names under the pin dir; ≤ 15 chars). */
-#define FG_MAP_TENANTS      "tenants"      /* array, mmapable: struct fg_tenant_state */
-#define FG_MAP_TENANT_STATS "tenant_stats" /* percpu array: struct fg_tenant_counters */
-#define FG_MAP_SRC_TENANT   "src_tenant"   /* LPM trie: policy CIDRs → tenant */
-#define FG_MAP_SRC_LEARNED  "src_learned"  /* hash: learned source → tenant (aged by the agent) */
-#define FG_MAP_NODE         "node"         /* array[1], mmapable: struct fg_node_state */
-#define FG_MAP_NODE_STATS   "node_stats"   /* percpu array[1]: struct fg_node_counters */
-#define FG_MAP_SHED_EVENTS  "shed_events"  /* ringbuf: struct fg_shed_event */
-#define FG_MAP_SRC_INDEX    "src_index"    /* array, mmapable: struct fg_src_index_slot,
-					    * gate's compiled copy of the two above */
-#define FG_MAP_SRC_INDEX_FP "src_index_fp" /* array, mmapable: __u64, the learned
-					    * slots' 16-bit fingerprints, four a word */
-#define FG_MAP_STEER_SOCK   "steer_sock"   /* sockmap[1]: the agent's listener */
+/* Map names, each spelled once: the macro is the map's identifier in the
+ * BPF definitions (fairgate_maps.bpf.h: `} FG_MAP_NODE SEC(".maps")`, and
+ * so a skeleton's field, skel->maps.FG_MAP_NODE), and FG_MAP_NAME() of it
+ * is the string userspace finds it by, in a BPF object or as the pin's
+ * file name under the pin dir. At most 15 characters (BPF_OBJ_NAME_LEN,
+ * checked in fairgate_maps_layout.h); no macro may be named like a map. */
+#define FG_MAP_TENANTS      tenants      /* array, mmapable: struct fg_tenant_state */
+#define FG_MAP_TENANT_STATS tenant_stats /* percpu array: struct fg_tenant_counters */
+#define FG_MAP_SRC_TENANT   src_tenant   /* LPM trie: policy CIDRs → tenant */
+#define FG_MAP_SRC_LEARNED  src_learned  /* hash: learned source → tenant (aged by the agent) */
+#define FG_MAP_NODE         node         /* array[1], mmapable: struct fg_node_state */
+#define FG_MAP_NODE_STATS   node_stats   /* percpu array[1]: struct fg_node_counters */
+#define FG_MAP_SHED_EVENTS  shed_events  /* ringbuf: struct fg_shed_event */
+#define FG_MAP_SRC_INDEX    src_index    /* array, mmapable: struct fg_src_index_slot,
+					  * gate's compiled copy of the two above */
+#define FG_MAP_SRC_INDEX_FP src_index_fp /* array, mmapable: __u64, the learned
+					  * slots' 16-bit fingerprints, four a word */
+#define FG_MAP_STEER_SOCK   steer_sock   /* sockmap[1], steer's, not pinned: the
+					  * agent's listener */
+
+#define FG_MAP_NAME_(id) #id
+#define FG_MAP_NAME(id) FG_MAP_NAME_(id) /* FG_MAP_NODE -> "node" */
+
 #define FG_PIN_STEER_LINK   "steer_link"   /* steer's netns bpf_link, pinned only
 					    * with agent.steer_fail_open: false */
 
-#define FG_MAP_MAX_TENANTS  1024           /* == FG_MAX_TENANTS in policy/policy.h */
-#define FG_MAP_MAX_LEARNED  65536
-#define FG_MAP_MAX_STATIC   16384
 #define FG_SHED_RING_BYTES  (256 * 1024)
-#define FG_NAME_LEN         32
-#define FG_MAX_PROTECTED_PORTS 8
-#define FG_MAX_GATE_IFACES 8
 /* gate's RST for a SYN with at most this many bytes more than the RST's
  * datagram (options, a little data, IPv6 extension headers) keeps the
  * frame's length, the surplus zeroed as Ethernet padding behind the
@@ -158,8 +167,8 @@ struct fg_tenant_counters {
  * within that, and a dead fairgated's index stops counting by itself.
  * Anything else — a bulk change being rebuilt, a seqlock moved — and the
  * programs ask the maps, as they would without the index. */
-#define FG_IDX_LEARNED_SLOTS (1u << 17)  /* 2 x FG_MAP_MAX_LEARNED */
-#define FG_IDX_STATIC_SLOTS  (1u << 15)  /* 2 x FG_MAP_MAX_STATIC */
+#define FG_IDX_LEARNED_SLOTS (2u * FG_MAP_MAX_LEARNED) /* powers of two */
+#define FG_IDX_STATIC_SLOTS  (2u * FG_MAP_MAX_STATIC)
 #define FG_IDX_HALF_SLOTS    (FG_IDX_LEARNED_SLOTS + FG_IDX_STATIC_SLOTS)
 #define FG_IDX_FP_WORDS      (FG_IDX_LEARNED_SLOTS / 4) /* per half */
 #define FG_IDX_PROBES        32  /* learned table */
@@ -173,25 +182,28 @@ struct fg_tenant_counters {
 struct fg_src_index_slot {
 	__u64 addr[2];            /* fg_src_key as two native loads (masked: static) */
 	__u32 tag;                /* 0 = empty; learned: 1; static: 1 + prefixlen */
-	__u32 answer;             /* tenant id + 1 | FG_IDX_SHARED */
+	__u32 answer;             /* fg_src_index_answer() | FG_IDX_SHARED */
 };
 
 #define FG_IDX_SHARED (1u << 16)  /* learned, shared: skipped, like the map's */
-#define FG_IDX_NO_TENANT 0xffffu  /* an id no tenant has (a map edited by hand) */
+#define FG_IDX_ANSWER (1u << 17)  /* in every answer stored: none is 0, which
+				   * a lookup returns for "not here" */
+#define FG_IDX_NO_TENANT 0u       /* the id field of an answer naming no
+				   * tenant (a map edited by hand) */
 
-/* A slot's answer for a tenant id, and back: an id out of range is stored
- * as FG_IDX_NO_TENANT and read as -1 (unattributed), as gate judges it
- * when the maps name it. */
+/* A slot's answer for a tenant id, and back: the id + 1 in the low 16 bits;
+ * an id out of range (or -1) is stored as FG_IDX_NO_TENANT and read as -1
+ * (unattributed), as gate judges it when the maps name it. Reading is
+ * branch-free, so the verifier walks one path through each reader. gate's
+ * attribution cache stores its answers the same way. */
 static inline __attribute__((always_inline)) __u32 fg_src_index_answer(__u32 tenant_id)
 {
-	return tenant_id < FG_MAP_MAX_TENANTS ? tenant_id + 1 : FG_IDX_NO_TENANT;
+	return (tenant_id < FG_MAP_MAX_TENANTS ? tenant_id + 1 : FG_IDX_NO_TENANT) | FG_IDX_ANSWER;
 }
 
 static inline __attribute__((always_inline)) int fg_src_index_tenant(__u32 answer)
 {
-	__u32 id = answer & 0xffff;
-
-	return id == FG_IDX_NO_TENANT ? -1 : (int)id - 1;
+	return (int)(answer & 0xffff) - 1;
 }
 
 struct fg_src_index_head {
@@ -368,5 +380,7 @@ static inline __attribute__((always_inline)) __u64 fg_prefix_mask64(__u32 bits)
 #endif
 	return m;
 }
+
+#include "maps/fairgate_maps_layout.h"
 
 #endif

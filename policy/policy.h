@@ -15,14 +15,17 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include "maps/fairgate_limits.h"
 
-#define FG_NAME_MAX 32           /* tenant/tier name incl. NUL; matches maps/ */
+/* What the kernel's maps hold, a policy must fit: these are the ABI's. */
+#define FG_NAME_MAX FG_NAME_LEN               /* tenant/tier name incl. NUL */
+#define FG_MAX_TENANTS FG_MAP_MAX_TENANTS     /* also the tenant ids */
+#define FG_MAX_PORTS FG_MAX_PROTECTED_PORTS
+#define FG_MAX_IFACES FG_MAX_GATE_IFACES
+#define FG_IFNAME_MAX 16         /* interface name incl. NUL (IF_NAMESIZE) */
 #define FG_MAX_TIERS 16
-#define FG_MAX_TENANTS 1024      /* == FG_MAP_MAX_TENANTS in maps/ */
 #define FG_MAX_KEYS 8            /* API keys per tenant */
 #define FG_MAX_SOURCES 16        /* CIDRs per tenant */
-#define FG_MAX_PORTS 8
-#define FG_MAX_IFACES 8
 #define FG_MAX_TRUSTED 16
 #define FG_HOSTPORT_MAX 64
 #define FG_PATH_MAX 256          /* file paths inside the policy, incl. NUL */
@@ -105,7 +108,7 @@ struct fg_agent {
 	uint32_t n_protected_ports;
 	uint16_t protected_ports[FG_MAX_PORTS];
 	uint32_t n_interfaces;
-	char interfaces[FG_MAX_IFACES][16];
+	char interfaces[FG_MAX_IFACES][FG_IFNAME_MAX];
 	enum fg_xdp_mode xdp_mode;
 	double deny_allowance_per_s;
 	double shed_rst_per_s;              /* RSTs per tenant per second gate may send; 0 = off */

@@ -1,13 +1,18 @@
 #!/usr/bin/env bash
-# run.sh BUILD_DIR — run every test and print one closing line
+# run.sh BUILD_DIR [RELEASE_DIR] — run every test and print one closing line
 # "N passed, N failed, N skipped".
 #
 # Unit and BPF tests are cmocka programs in BUILD_DIR/tests/, run with TAP
 # output; end-to-end tests are selftests/e2e/*.sh, which print TAP themselves
-# (selftests/e2e/lib.sh). A program that dies without reporting counts as one
-# failure, so a crash can never pass silently. FG_TEST_FILTER=regex narrows.
+# (selftests/e2e/lib.sh). With RELEASE_DIR (make test gives build/, the -O2
+# flavour without sanitizers) its cmocka programs run once more, named
+# release/NAME, so a bug that the sanitizers' layout hides still fails; the
+# closing line counts both runs. A program that dies without reporting counts
+# as one failure, so a crash can never pass silently. FG_TEST_FILTER=regex
+# narrows (it sees the release/ prefix).
 set -u
 BUILD=${1:-build/test}
+RELEASE=${2:-}
 export FG_BUILD=$(cd "$BUILD" && pwd)
 export FG_ROOT=$(cd "$(dirname "$0")/.." && pwd)
 export CMOCKA_MESSAGE_OUTPUT=TAP
@@ -22,6 +27,7 @@ failures=()
 run_one() { # name, command...
 	local name=$1; shift
 	local log=$logdir/$name.log
+	mkdir -p "$(dirname "$log")"
 	local start=$(date +%s)
 	timeout --kill-after=10 "${FG_TEST_TIMEOUT:-600}" "$@" >"$log" 2>&1
 	local rc=$?
@@ -52,6 +58,14 @@ for t in "$FG_BUILD"/tests/*; do
 	[[ $name =~ $filter ]] || continue
 	run_one "$name" "$t"
 done
+if [ -n "$RELEASE" ]; then
+	for t in "$RELEASE"/tests/*; do
+		[ -x "$t" ] || continue
+		name=release/$(basename "$t")
+		[[ $name =~ $filter ]] || continue
+		run_one "$name" "$t"
+	done
+fi
 for t in "$FG_ROOT"/selftests/e2e/*.sh; do
 	[ -f "$t" ] || continue
 	case $(basename "$t") in lib.sh) continue ;; esac

@@ -33,6 +33,7 @@
 #include <bpf/libbpf.h>
 
 #include "agent/kernel_maps.h"
+#include "selftests/common/percpu_zero.h"
 #include "steer.skel.h"
 
 #define PORT 8000        /* protected: the engine listens here */
@@ -155,7 +156,7 @@ static int set_listener(int fd)
 {
 	uint32_t zero = 0;
 	uint64_t v = (uint64_t)fd;
-	int mfd = bpf_map__fd(skel->maps.steer_sock);
+	int mfd = bpf_map__fd(skel->maps.FG_MAP_STEER_SOCK);
 
 	if (fd < 0)
 		return bpf_map_delete_elem(mfd, &zero);
@@ -238,7 +239,6 @@ static int reset(void **state)
 	char err[256];
 	struct fg_cidr *c;
 	struct fg_src_key k;
-	void *zero = calloc((size_t)maps.ncpus, 64);
 
 	(void)state;
 	fg_policy_defaults(pol);
@@ -265,10 +265,9 @@ static int reset(void **state)
 		return -1;
 	fg_maps_set_deny(&maps, ALPHA, 0, FG_VERDICT_ALLOW, 0);
 	maps.tenants[ALPHA].allow_tat_ns = 0;
-	uint32_t z = 0;
-	bpf_map_update_elem(maps.tenant_stats_fd, &z, zero, BPF_ANY);
-	bpf_map_update_elem(maps.node_stats_fd, &z, zero, BPF_ANY);
-	free(zero);
+	if (fg_test_zero_percpu(skel->maps.FG_MAP_TENANT_STATS, ALPHA) ||
+	    fg_test_zero_percpu(skel->maps.FG_MAP_NODE_STATS, 0))
+		return -1;
 	fg_src_key_parse("127.0.0.1", &k);
 	memcpy(maps.node->steer_engine_addr, k.addr, 16);
 	maps.node->steer_engine_port = PORT;
