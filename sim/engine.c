@@ -4,6 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "sim/tokenizer.h"
+
 struct plan_entry {
 	struct sim_seq *seq;
 	uint32_t num_new;
@@ -246,7 +248,7 @@ struct sim_seq *sim_engine_add(struct sim_engine *e, const struct sim_seq_params
 
 static uint32_t output_token_id(const struct sim_engine *e, const struct sim_seq *s)
 {
-	return (uint32_t)splitmix64(e->cfg.seed ^ (s->id << 24) ^ s->n_tokens);
+	return sim_output_token(splitmix64(e->cfg.seed ^ (s->id << 24) ^ s->n_tokens));
 }
 
 static int seq_reserve_blocks(struct sim_seq *s, uint32_t n)

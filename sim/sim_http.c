@@ -15,7 +15,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "sim/openai_request.h" /* the OpenAI error shape for 400/413 */
+#include "sim/openai_error.h" /* the OpenAI error shape for 400/413 */
 #include "sim/sim_cli.h"
 
 #define READ_CHUNK 65536

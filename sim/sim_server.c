@@ -11,6 +11,7 @@
 #include "sim/openai_response.h"
 #include "sim/sim_http.h"
 #include "sim/sim_metrics.h"
+#include "sim/tokenize_api.h"
 #include "sim/tokenizer.h"
 
 struct job;
@@ -309,8 +310,7 @@ static void on_engine_event(void *ctx, const struct sim_event *ev)
 	const struct sim_seq *seq = ev->seq;
 	uint32_t id = seq->tokens[seq->n_tokens - 1];
 
-	memcpy(c->text + (size_t)c->n_output * SIM_BYTES_PER_TOKEN, sim_token_text(id),
-	       SIM_BYTES_PER_TOKEN);
+	sim_token_bytes(id, c->text + (size_t)c->n_output * SIM_BYTES_PER_TOKEN);
 	c->n_output = seq->n_output;
 	c->first_scheduled = seq->first_scheduled;
 	c->first_token = seq->first_token;
@@ -332,8 +332,7 @@ static void on_engine_event(void *ctx, const struct sim_event *ev)
 
 /* ---- routes ------------------------------------------------------------------- */
 
-static void handle_completion(struct sim_server *s, struct sim_http_conn *conn,
-			      enum sim_api api, const struct sim_http_request *r)
+static struct sim_request_limits limits(const struct sim_server *s)
 {
 	struct sim_request_limits lim = {
 		.model = s->opt.model,
@@ -341,6 +340,13 @@ static void handle_completion(struct sim_server *s, struct sim_http_conn *conn,
 		.priority_scheduling = s->opt.engine.policy == SIM_SCHED_PRIORITY,
 		.default_max_tokens = s->opt.default_max_tokens,
 	};
+	return lim;
+}
+
+static void handle_completion(struct sim_server *s, struct sim_http_conn *conn,
+			      enum sim_api api, const struct sim_http_request *r)
+{
+	struct sim_request_limits lim = limits(s);
 	struct sim_request req;
 	struct sim_error err;
 
@@ -424,6 +430,22 @@ static void handle_models(struct sim_server *s, struct sim_http_conn *conn)
 	respond_json(s, conn, 200, "", body);
 }
 
+/* /tokenize and /detokenize: no engine work, answered at once. */
+static void handle_tokenizer(struct sim_server *s, struct sim_http_conn *conn, bool detok,
+			     const struct sim_http_request *r)
+{
+	struct sim_request_limits lim = limits(s);
+	struct sim_error err;
+	char *body = detok ? sim_detokenize_body(r->body, r->body_len, &lim, &err)
+			   : sim_tokenize(r->body, r->body_len, &lim, &err);
+
+	if (!body) {
+		respond_error(s, conn, &err);
+		return;
+	}
+	respond_json(s, conn, 200, "", body);
+}
+
 static void handle_metrics(struct sim_server *s, struct sim_http_conn *conn)
 {
 	char *text = NULL;
@@ -453,6 +475,11 @@ static void on_request(void *ctx, struct sim_http_conn *conn, const struct sim_h
 					  r->path[4] == 'c' && r->path[5] == 'h' ? SIM_API_CHAT
 										 : SIM_API_COMPLETIONS,
 					  r);
+			return;
+		}
+	} else if (!strcmp(r->path, "/tokenize") || !strcmp(r->path, "/detokenize")) {
+		if (post) {
+			handle_tokenizer(s, conn, r->path[1] == 'd', r);
 			return;
 		}
 	} else if (!strcmp(r->path, "/v1/models")) {
