@@ -73,7 +73,8 @@ char *sim_resp_full(const struct sim_resp_meta *m, const struct sim_resp_choice 
 }
 
 char *sim_resp_chunk(const struct sim_resp_meta *m, uint32_t index, const char *role,
-		     const char *text, size_t len, const char *finish_reason)
+		     const char *text, size_t len, const char *finish_reason,
+		     const struct sim_usage *running)
 {
 	json_t *o = envelope(m, true);
 	json_t *c;
@@ -92,6 +93,13 @@ char *sim_resp_chunk(const struct sim_resp_meta *m, uint32_t index, const char *
 			      text_or_null(finish_reason));
 	}
 	json_object_set_new(o, "choices", json_pack("[o]", c));
+	if (running)
+		json_object_set_new(o, "usage",
+				    json_pack("{s:I,s:I,s:I}", "prompt_tokens",
+					      (json_int_t)running->prompt_tokens, "completion_tokens",
+					      (json_int_t)running->completion_tokens, "total_tokens",
+					      (json_int_t)(running->prompt_tokens +
+							   running->completion_tokens)));
 	return dump(o, true);
 }
 

@@ -21,6 +21,7 @@ struct choice {
 	struct job *job;
 	struct sim_seq *seq;          /* NULL once finished */
 	uint32_t prompt_idx;
+	uint32_t prompt_tokens;       /* of its prompt */
 	char *text;                   /* 4 bytes per token */
 	uint32_t n_output;
 	const char *finish;
@@ -36,7 +37,7 @@ struct job {
 	struct sim_server *srv;
 	struct sim_http_conn *conn;
 	enum sim_api api;
-	bool stream, include_usage;
+	bool stream, include_usage, continuous_usage;
 	uint32_t n_choices, n_done;
 	struct choice *choices;
 	uint64_t prompt_tokens;       /* each prompt counted once */
@@ -286,14 +287,19 @@ static void stream_token(struct job *j, struct choice *c, uint32_t index)
 	struct sim_resp_meta m = job_meta(j);
 	const char *tok = c->text + (size_t)(c->n_output - 1) * SIM_BYTES_PER_TOKEN;
 
+	struct sim_usage running = { .prompt_tokens = c->prompt_tokens };
+
 	if (j->api == SIM_API_CHAT && !c->role_sent) {
-		char *r = sim_resp_chunk(&m, index, "assistant", "", 0, NULL);
+		char *r = sim_resp_chunk(&m, index, "assistant", "", 0, NULL,
+					 j->continuous_usage ? &running : NULL);
 		if (r)
 			sim_http_stream_chunk(j->conn, r, strlen(r));
 		free(r);
 		c->role_sent = true;
 	}
-	char *ch = sim_resp_chunk(&m, index, NULL, tok, SIM_BYTES_PER_TOKEN, c->finish);
+	running.completion_tokens = c->n_output;
+	char *ch = sim_resp_chunk(&m, index, NULL, tok, SIM_BYTES_PER_TOKEN, c->finish,
+				  j->continuous_usage ? &running : NULL);
 	if (ch)
 		sim_http_stream_chunk(j->conn, ch, strlen(ch));
 	free(ch);
@@ -339,7 +345,10 @@ static struct sim_request_limits limits(const struct sim_server *s)
 		.max_model_len = s->opt.engine.max_model_len,
 		.priority_scheduling = s->opt.engine.policy == SIM_SCHED_PRIORITY,
 		.default_max_tokens = s->opt.default_max_tokens,
+		.refuse_best_of = s->opt.refuse_best_of,
+		.force_include_usage = s->opt.force_include_usage,
 	};
+	memcpy(lim.media_tokens, s->opt.media_tokens, sizeof(lim.media_tokens));
 	return lim;
 }
 
@@ -369,6 +378,7 @@ static void handle_completion(struct sim_server *s, struct sim_http_conn *conn,
 	j->api = api;
 	j->stream = req.stream;
 	j->include_usage = req.include_usage;
+	j->continuous_usage = req.continuous_usage;
 	j->n_per_prompt = req.n;
 	j->created = time(NULL);
 	j->arrival = arrival_time(s);
@@ -382,12 +392,15 @@ static void handle_completion(struct sim_server *s, struct sim_http_conn *conn,
 				.prompt = req.prompts[p].ids,
 				.n_prompt = req.prompts[p].n,
 				.max_tokens = req.max_tokens,
+				.min_tokens = req.min_tokens,
+				.ignore_eos = req.ignore_eos,
 				.priority = req.priority,
 				.cache_salt = req.has_salt ? req.cache_salt : NULL,
 				.user = c,
 			};
 			c->job = j;
 			c->prompt_idx = p;
+			c->prompt_tokens = req.prompts[p].n;
 			c->first_scheduled = c->first_token = c->finished = -1;
 			c->text = malloc((size_t)req.max_tokens * SIM_BYTES_PER_TOKEN + 1);
 			c->seq = c->text ? sim_engine_add(s->engine, &sp, j->arrival) : NULL;
