@@ -184,6 +184,19 @@ static int read_output_cap(json_t *root, enum sim_api api, const struct sim_requ
 		const char *side = json_string_value(json_object_get(root, "truncation_side"));
 		cap->keep_first = side && !strcmp(side, "right");
 	}
+	r->temperature = r->top_p = 1.0;
+	if (api == SIM_API_RESPONSES) {
+		const char *keys[2] = { "temperature", "top_p" };
+		double *dst[2] = { &r->temperature, &r->top_p };
+		for (int k = 0; k < 2; k++) {
+			json_t *x = json_object_get(root, keys[k]);
+			if (json_is_number(x))
+				*dst[k] = json_number_value(x);
+			else if (x && !json_is_null(x))
+				return sim_error_set(err, 400, keys[k], "%s must be a number",
+						     keys[k]);
+		}
+	}
 	if (sim_field_int(root, "min_tokens", 0, INT32_MAX, &v, &present, err) ||
 	    sim_field_bool(root, "ignore_eos", &r->ignore_eos, err))
 		return -1;

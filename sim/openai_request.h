@@ -47,7 +47,9 @@ struct sim_request {
 	bool has_salt;
 	char cache_salt[SIM_SALT_MAX + 1];
 	int32_t priority;
-	char *instructions;        /* responses: echoed in the response object */
+	/* responses: echoed in the response object */
+	char *instructions;        /* NULL = none */
+	double temperature, top_p; /* as given, else vLLM's defaults (1.0) */
 };
 
 /* 0 and *out filled (free with sim_request_free), or -1 and *err filled. */

@@ -13,11 +13,13 @@
 #include <time.h>
 
 #include "sim/openai_request.h"
+#include "sim/tokenizer.h"
 
 struct sim_usage {
 	uint64_t prompt_tokens;
 	uint64_t completion_tokens;
 	uint64_t cached_tokens;
+	uint32_t media_tokens[SIM_MM_N]; /* placeholders by modality, in prompt_tokens */
 	bool details;              /* --enable-prompt-tokens-details */
 };
 
