@@ -127,7 +127,12 @@ char *sim_resp_usage_chunk(const struct sim_resp_meta *m, const struct sim_usage
 {
 	json_t *o = envelope(m, true);
 
+	json_t *usage = usage_json(u);
+
+	/* vLLM writes this chunk with exclude_none: no null details */
+	if (json_is_null(json_object_get(usage, "prompt_tokens_details")))
+		json_object_del(usage, "prompt_tokens_details");
 	json_object_set_new(o, "choices", json_array());
-	json_object_set_new(o, "usage", usage_json(u));
+	json_object_set_new(o, "usage", usage);
 	return dump(o, true);
 }

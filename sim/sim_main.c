@@ -48,6 +48,8 @@ static void usage(FILE *out)
 "                                text-only model, which refuses media parts)\n"
 "  --audio-tokens N              per audio part (default 0)\n"
 "  --video-tokens N              per video part (default 0)\n"
+"  --api-key KEY                 require \"Authorization: Bearer KEY\" on the API\n"
+"                                (repeatable; default: $VLLM_API_KEY, else none)\n"
 "  --best-of ignore|refuse       ignore (vLLM >= 0.12, default) or refuse\n"
 "                                best_of != 1 (vLLM 0.8-0.11's V1 engine)\n"
 "  --output-len fixed|uniform    output = max_tokens, or seeded uniform in\n"
@@ -86,7 +88,7 @@ enum {
 	OPT_POLICY = 256, OPT_LISTEN, OPT_SPEEDUP, OPT_SCHED, OPT_MAX_SEQS, OPT_MAX_BATCHED,
 	OPT_MAX_LEN, OPT_BLOCK, OPT_POOL, OPT_NO_PREFIX, OPT_DETAILS, OPT_OUTPUT_LEN,
 	OPT_DEFAULT_MAX, OPT_SEED, OPT_MODEL, OPT_MAX_BODY, OPT_LOG, OPT_FORCE_USAGE,
-	OPT_IMAGE_TOKENS, OPT_AUDIO_TOKENS, OPT_VIDEO_TOKENS, OPT_BEST_OF,
+	OPT_IMAGE_TOKENS, OPT_AUDIO_TOKENS, OPT_VIDEO_TOKENS, OPT_BEST_OF, OPT_API_KEY,
 };
 
 static const struct option long_opts[] = {
@@ -112,6 +114,7 @@ static const struct option long_opts[] = {
 	{ "audio-tokens", required_argument, NULL, OPT_AUDIO_TOKENS },
 	{ "video-tokens", required_argument, NULL, OPT_VIDEO_TOKENS },
 	{ "best-of", required_argument, NULL, OPT_BEST_OF },
+	{ "api-key", required_argument, NULL, OPT_API_KEY },
 	{ "help", no_argument, NULL, 'h' },
 	{ NULL, 0, NULL, 0 },
 };
@@ -234,6 +237,12 @@ int main(int argc, char **argv)
 			o.media_tokens[m] = (uint32_t)v;
 			break;
 		}
+		case OPT_API_KEY:
+			if (!*optarg || strlen(optarg) > SIM_MAX_API_KEY_LEN ||
+			    o.n_api_keys == SIM_MAX_API_KEYS)
+				return bad("api-key", "(a key)");
+			o.api_keys[o.n_api_keys++] = optarg;
+			break;
 		case OPT_BEST_OF:
 			if (!strcmp(optarg, "ignore"))
 				o.refuse_best_of = false;
@@ -245,6 +254,13 @@ int main(int argc, char **argv)
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;
 		}
+	}
+	/* vLLM reads VLLM_API_KEY when no --api-key is given */
+	const char *env_key = getenv("VLLM_API_KEY");
+	if (!o.n_api_keys && env_key && *env_key) {
+		if (strlen(env_key) > SIM_MAX_API_KEY_LEN)
+			return bad("api-key", "(VLLM_API_KEY)");
+		o.api_keys[o.n_api_keys++] = env_key;
 	}
 	if (optind < argc) {
 		fprintf(stderr, "fairgate-sim: unexpected argument '%s'\n", argv[optind]);

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 
 #include "sim/job.h"
@@ -348,11 +349,46 @@ static void handle_metrics(struct sim_server *s, struct sim_http_conn *conn)
 	free(text);
 }
 
+/* vLLM's --api-key: probes, metrics and the version stay open; the API
+ * (/v1, /v2, /inference, /cohere, /tokenize, /detokenize) wants
+ * "Authorization: Bearer KEY" with one of the keys. */
+static bool authorized(const struct sim_server *s, const struct sim_http_request *r)
+{
+	static const char *const guarded[] = { "/v1", "/v2", "/inference", "/cohere",
+						"/tokenize", "/detokenize" };
+	bool guard = false;
+
+	if (!s->opt.n_api_keys || !strcmp(r->method, "OPTIONS"))
+		return true;
+	for (size_t i = 0; i < sizeof(guarded) / sizeof(*guarded); i++)
+		guard |= !strncmp(r->path, guarded[i], strlen(guarded[i]));
+	if (!guard)
+		return true;
+	if (!r->authorization)
+		return false;
+	const char *sp = strchr(r->authorization, ' ');
+	if (!sp || (size_t)(sp - r->authorization) != 6 ||
+	    strncasecmp(r->authorization, "bearer", 6))
+		return false;
+	bool match = false;
+	for (uint32_t i = 0; i < s->opt.n_api_keys; i++)
+		match |= !strcmp(sp + 1, s->opt.api_keys[i]);
+	return match;
+}
+
 static void on_request(void *ctx, struct sim_http_conn *conn, const struct sim_http_request *r)
 {
 	struct sim_server *s = ctx;
 	struct sim_error err;
 	bool get = !strcmp(r->method, "GET"), post = !strcmp(r->method, "POST");
+
+	if (!authorized(s, r)) {
+		/* vLLM's exact answer, not OpenAI's error shape */
+		count_status(s, 401);
+		sim_http_respond(conn, 401, "application/json", "", "{\"error\":\"Unauthorized\"}",
+				 strlen("{\"error\":\"Unauthorized\"}"));
+		return;
+	}
 
 	if (!strcmp(r->path, "/v1/chat/completions") || !strcmp(r->path, "/v1/completions") ||
 	    !strcmp(r->path, "/v1/responses")) {
@@ -374,8 +410,13 @@ static void on_request(void *ctx, struct sim_http_conn *conn, const struct sim_h
 			handle_models(s, conn);
 			return;
 		}
-	} else if (!strcmp(r->path, "/health")) {
+	} else if (!strcmp(r->path, "/version")) {
 		if (get) {
+			respond_json(s, conn, 200, "", strdup("{\"version\":\"" SIM_VERSION "\"}"));
+			return;
+		}
+	} else if (!strcmp(r->path, "/health") || !strcmp(r->path, "/ping")) {
+		if (get || (post && r->path[1] == 'p')) {
 			count_status(s, 200);
 			sim_http_respond(conn, 200, NULL, "", "", 0);
 			return;

@@ -21,6 +21,11 @@
 #include "sim/engine.h"
 #include "sim/tokenizer.h"
 
+#define SIM_MAX_API_KEYS 16
+#define SIM_MAX_API_KEY_LEN 4096
+/* what /version answers: the sim, not a vLLM release */
+#define SIM_VERSION "0.0.0+fairgate-sim"
+
 struct sim_server_options {
 	char host[64];
 	uint16_t port;
@@ -34,6 +39,10 @@ struct sim_server_options {
 	uint32_t default_max_tokens;  /* chat requests without max_tokens */
 	size_t max_body;
 	bool log_requests;
+	/* --api-key: every route but the public ones wants one of these as a
+	 * bearer token (vLLM's rule); none = no authentication */
+	const char *api_keys[SIM_MAX_API_KEYS];
+	uint32_t n_api_keys;
 };
 
 struct sim_server;
