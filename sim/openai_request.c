@@ -148,6 +148,33 @@ static int read_sequences(json_t *root, enum sim_api api, const struct sim_reque
 	return 0;
 }
 
+/* What vLLM refuses without a response store (VLLM_ENABLE_RESPONSES_API_STORE
+ * unset, its default): the sim stores nothing either. */
+static int responses_unsupported(json_t *root, struct sim_error *err)
+{
+	json_t *prev = json_object_get(root, "previous_response_id");
+	json_t *bg = json_object_get(root, "background"), *store = json_object_get(root, "store");
+	json_t *prompt = json_object_get(root, "prompt");
+
+	if (prompt && !json_is_null(prompt))
+		return sim_error_set(err, 400, "prompt", "prompt template is not supported");
+	if (json_is_true(bg)) {
+		if (json_is_false(store))
+			return sim_error_set(err, 400, NULL,
+					     "background can only be used when `store` is true");
+		return sim_error_set(err, 400, "background",
+				     "This vLLM engine does not support `store=True` and therefore "
+				     "does not support the background mode. To enable these "
+				     "features, set the environment variable "
+				     "`VLLM_ENABLE_RESPONSES_API_STORE=1` when launching the vLLM "
+				     "server.");
+	}
+	if (json_is_string(prev))
+		return sim_error_set(err, 404, "response_id", "Response with id '%s' not found.",
+				     json_string_value(prev));
+	return 0;
+}
+
 static int read_output_cap(json_t *root, enum sim_api api, const struct sim_request_limits *lim,
 			   struct sim_request *r, struct out_cap *cap, struct sim_error *err)
 {
@@ -185,6 +212,8 @@ static int read_output_cap(json_t *root, enum sim_api api, const struct sim_requ
 		cap->keep_first = side && !strcmp(side, "right");
 	}
 	r->temperature = r->top_p = 1.0;
+	if (api == SIM_API_RESPONSES && responses_unsupported(root, err))
+		return -1;
 	if (api == SIM_API_RESPONSES) {
 		const char *keys[2] = { "temperature", "top_p" };
 		double *dst[2] = { &r->temperature, &r->top_p };

@@ -155,6 +155,12 @@ static void output_cap_and_fields(void **state)
 	refused("{\"input\":[{\"role\":\"user\",\"content\":[{\"type\":\"input_audio\","
 		"\"input_audio\":{\"data\":\"AA\",\"format\":\"wav\"}}]}]}", 400, "audio",
 		"At most 0 audio(s)");
+	/* what vLLM refuses without a response store */
+	refused("{\"input\":\"x\",\"previous_response_id\":\"resp_9\"}", 404, "response_id",
+		"Response with id 'resp_9' not found.");
+	refused("{\"input\":\"x\",\"background\":true}", 400, "background",
+		"VLLM_ENABLE_RESPONSES_API_STORE");
+	refused("{\"input\":\"x\",\"prompt\":{\"id\":\"p\"}}", 400, "prompt", "not supported");
 	off = snprintf(body, sizeof(body), "{\"instructions\":\"i\",\"input\":\"");
 	memset(body + off, 'a', 4000);
 	strcpy(body + off + 4000, "\"}");
