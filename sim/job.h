@@ -29,6 +29,7 @@ struct choice {
 	double first_scheduled, first_token, finished;
 	uint32_t cached_tokens, preemptions;
 	uint64_t recomputed;
+	double replica_prefill_s, replica_decode_s; /* its true replica time */
 };
 
 struct job {

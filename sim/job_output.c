@@ -37,6 +37,8 @@ struct job_timing job_timing(const struct job *j)
 			last = c->finished;
 		t.preemptions += c->preemptions;
 		t.recomputed += c->recomputed;
+		t.replica_prefill_ms += c->replica_prefill_s * 1e3;
+		t.replica_decode_ms += c->replica_decode_s * 1e3;
 	}
 	t.ttft_ms = first >= 0 ? (first - j->arrival) * 1e3 : 0;
 	t.e2e_ms = (last - j->arrival) * 1e3;
@@ -146,7 +148,7 @@ void job_output_stream_end(struct job *j)
 	struct sim_resp_meta m = meta(j);
 	struct sim_usage u = job_usage(j);
 	struct job_timing t = job_timing(j);
-	char timing[512];
+	char timing[1024];
 
 	if (j->api == SIM_API_RESPONSES) {
 		responses_event(j, SIM_RESP_TEXT_DONE, NULL);
@@ -160,9 +162,12 @@ void job_output_stream_end(struct job *j)
 	int n = snprintf(timing, sizeof(timing),
 			 ": x-sim {\"ttft_ms\":%.6f,\"e2e_ms\":%.6f,\"queue_ms\":%.6f,"
 			 "\"tpot_ms\":%.6f,\"preemptions\":%u,\"recomputed_tokens\":%llu,"
-			 "\"cached_tokens\":%llu}\n\n",
+			 "\"cached_tokens\":%llu,\"replica_ms\":%.6f,\"replica_prefill_ms\":%.6f,"
+			 "\"replica_decode_ms\":%.6f}\n\n",
 			 t.ttft_ms, t.e2e_ms, t.queue_ms, t.tpot_ms, t.preemptions,
-			 (unsigned long long)t.recomputed, (unsigned long long)u.cached_tokens);
+			 (unsigned long long)t.recomputed, (unsigned long long)u.cached_tokens,
+			 t.replica_prefill_ms + t.replica_decode_ms, t.replica_prefill_ms,
+			 t.replica_decode_ms);
 	sim_http_stream_chunk(j->conn, timing, (size_t)n);
 	if (j->api != SIM_API_RESPONSES)
 		sim_http_stream_chunk(j->conn, SIM_SSE_DONE, strlen(SIM_SSE_DONE));
@@ -181,9 +186,12 @@ char *job_output_body(const struct job *j, char *headers, size_t len)
 		 "x-request-id: %s\r\nx-sim-arrival-s: %.9f\r\nx-sim-ttft-ms: %.6f\r\n"
 		 "x-sim-e2e-ms: %.6f\r\nx-sim-queue-ms: %.6f\r\nx-sim-tpot-ms: %.6f\r\n"
 		 "x-sim-preemptions: %u\r\nx-sim-recomputed-tokens: %llu\r\n"
-		 "x-sim-cached-tokens: %llu\r\n",
+		 "x-sim-cached-tokens: %llu\r\nx-sim-replica-ms: %.6f\r\n"
+		 "x-sim-replica-prefill-ms: %.6f\r\nx-sim-replica-decode-ms: %.6f\r\n",
 		 j->id, j->arrival, t.ttft_ms, t.e2e_ms, t.queue_ms, t.tpot_ms, t.preemptions,
-		 (unsigned long long)t.recomputed, (unsigned long long)u.cached_tokens);
+		 (unsigned long long)t.recomputed, (unsigned long long)u.cached_tokens,
+		 t.replica_prefill_ms + t.replica_decode_ms, t.replica_prefill_ms,
+		 t.replica_decode_ms);
 	if (j->api == SIM_API_RESPONSES) {
 		struct sim_resp_object r = responses_object(j);
 		return sim_responses_object(&r);

@@ -1,8 +1,8 @@
 /* job_output.h — what a job writes back, per API: chat and completions
  * (openai_response.h: bodies, chunks, usage chunk, [DONE]) and responses
  * (responses_response.h: the object and its event sequence), plus the
- * simulator's virtual timings (x-sim-* headers on a body, an ": x-sim {...}"
- * SSE comment at the end of a stream). */
+ * simulator's virtual timings and true replica time (x-sim-* headers on a
+ * body, an ": x-sim {...}" SSE comment at the end of a stream). */
 #ifndef FAIRGATE_SIM_JOB_OUTPUT_H
 #define FAIRGATE_SIM_JOB_OUTPUT_H
 
@@ -20,6 +20,9 @@ struct job_timing {
 	double ttft_ms, e2e_ms, queue_ms, tpot_ms;
 	uint32_t preemptions;
 	uint64_t recomputed;
+	/* true replica time over its sequences: their shares of every step
+	 * they were in (engine.h), prefill chunks and decodes */
+	double replica_prefill_ms, replica_decode_ms;
 };
 struct job_timing job_timing(const struct job *j);
 

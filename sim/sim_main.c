@@ -19,6 +19,7 @@
 #include "policy/policy.h"
 #include "sim/sim_cli.h"
 #include "sim/sim_server.h"
+#include "sim/truth.h"
 
 static void usage(FILE *out)
 {
@@ -59,6 +60,17 @@ static void usage(FILE *out)
 "  --served-model-name NAME      default: replica.model.name\n"
 "  --max-body-bytes N            request body limit (default 33554432)\n"
 "  --log-requests                one line per finished request on stderr\n"
+"  --show-hidden-metrics-for-version 0.11\n"
+"                                also export vllm:time_per_output_token_seconds\n"
+"\n"
+"The hardware it really is (default: the policy's replica block exactly):\n"
+"  --truth FILE                  YAML: prefill_mfu, decode_mbu, step_overhead_ms,\n"
+"                                seq_overhead_us (bare or under `truth:`)\n"
+"  --true-prefill-mfu X          prefill MFU the hardware reaches, (0, 1]\n"
+"  --true-decode-mbu X           decode MBU, (0, 1]\n"
+"  --true-step-overhead-ms X     fixed time of every engine step\n"
+"  --true-seq-overhead-us X      time per scheduled sequence per step\n"
+"                                (the flags override the file)\n"
 "  -h, --help\n");
 }
 
@@ -89,6 +101,7 @@ enum {
 	OPT_MAX_LEN, OPT_BLOCK, OPT_POOL, OPT_NO_PREFIX, OPT_DETAILS, OPT_OUTPUT_LEN,
 	OPT_DEFAULT_MAX, OPT_SEED, OPT_MODEL, OPT_MAX_BODY, OPT_LOG, OPT_FORCE_USAGE,
 	OPT_IMAGE_TOKENS, OPT_AUDIO_TOKENS, OPT_VIDEO_TOKENS, OPT_BEST_OF, OPT_API_KEY,
+	OPT_TRUTH, OPT_TRUE_MFU, OPT_TRUE_MBU, OPT_TRUE_STEP, OPT_TRUE_SEQ, OPT_HIDDEN,
 };
 
 static const struct option long_opts[] = {
@@ -115,6 +128,12 @@ static const struct option long_opts[] = {
 	{ "video-tokens", required_argument, NULL, OPT_VIDEO_TOKENS },
 	{ "best-of", required_argument, NULL, OPT_BEST_OF },
 	{ "api-key", required_argument, NULL, OPT_API_KEY },
+	{ "truth", required_argument, NULL, OPT_TRUTH },
+	{ "true-prefill-mfu", required_argument, NULL, OPT_TRUE_MFU },
+	{ "true-decode-mbu", required_argument, NULL, OPT_TRUE_MBU },
+	{ "true-step-overhead-ms", required_argument, NULL, OPT_TRUE_STEP },
+	{ "true-seq-overhead-us", required_argument, NULL, OPT_TRUE_SEQ },
+	{ "show-hidden-metrics-for-version", required_argument, NULL, OPT_HIDDEN },
 	{ "help", no_argument, NULL, 'h' },
 	{ NULL, 0, NULL, 0 },
 };
@@ -129,7 +148,10 @@ int main(int argc, char **argv)
 {
 	struct sim_server_options o = { .port = 8001, .speedup = 1, .default_max_tokens = 256,
 					.max_body = 32u << 20 };
-	const char *policy_path = NULL;
+	const char *policy_path = NULL, *truth_path = NULL;
+	struct sim_truth truth = { 0 }, truth_flags = { 0 };
+	bool truth_flag_set[4] = { false };
+	char why[200];
 	uint64_t pool_override = 0, v;
 	int c, rc = 1;
 
@@ -237,6 +259,31 @@ int main(int argc, char **argv)
 			o.media_tokens[m] = (uint32_t)v;
 			break;
 		}
+		case OPT_TRUTH: truth_path = optarg; break;
+		case OPT_TRUE_MFU:
+		case OPT_TRUE_MBU:
+		case OPT_TRUE_STEP:
+		case OPT_TRUE_SEQ: {
+			static const char *const key[] = { "prefill_mfu", "decode_mbu",
+							   "step_overhead_ms", "seq_overhead_us" };
+			static const char *const flag[] = { "true-prefill-mfu", "true-decode-mbu",
+							    "true-step-overhead-ms",
+							    "true-seq-overhead-us" };
+			int k = c - OPT_TRUE_MFU;
+			char *end;
+			double x = strtod(optarg, &end);
+			if (end == optarg || *end ||
+			    sim_truth_set(&truth_flags, key[k], x, why, sizeof(why))) {
+				fprintf(stderr, "fairgate-sim: --%s %s: %s\n", flag[k], optarg,
+					end == optarg || *end ? "not a number" : why);
+				return 2;
+			}
+			truth_flag_set[k] = true;
+			break;
+		}
+		case OPT_HIDDEN:
+			o.metrics.show_hidden_0_11 = !strcmp(optarg, "0.11");
+			break;
 		case OPT_API_KEY:
 			if (!*optarg || strlen(optarg) > SIM_MAX_API_KEY_LEN ||
 			    o.n_api_keys == SIM_MAX_API_KEYS)
@@ -284,7 +331,29 @@ int main(int argc, char **argv)
 			return 1;
 		}
 	}
-	fg_cost_model_init(&cm, &policy->replica);
+	/* the file, then the flags over it */
+	if (truth_path && sim_truth_load(truth_path, &truth, why, sizeof(why))) {
+		fprintf(stderr, "fairgate-sim: --truth %s\n", why);
+		free(policy);
+		return 1;
+	}
+	if (truth_flag_set[0])
+		truth.prefill_mfu = truth_flags.prefill_mfu;
+	if (truth_flag_set[1])
+		truth.decode_mbu = truth_flags.decode_mbu;
+	if (truth_flag_set[2])
+		truth.step_overhead_s = truth_flags.step_overhead_s;
+	if (truth_flag_set[3])
+		truth.seq_overhead_s = truth_flags.seq_overhead_s;
+	struct fg_cost_model policy_cm;
+	fg_cost_model_init(&policy_cm, &policy->replica);
+	sim_truth_hardware(&truth, &policy->replica, &cm);
+	o.engine.step_overhead_s = truth.step_overhead_s;
+	o.engine.seq_overhead_s = truth.seq_overhead_s;
+	o.metrics.true_prompt_token_s = cm.prompt_token_s;
+	o.metrics.policy_prompt_token_s = policy_cm.prompt_token_s;
+	o.metrics.true_decode_step_s = cm.decode_step_s;
+	o.metrics.policy_decode_step_s = policy_cm.decode_step_s;
 	o.engine.kv_pool_tokens = pool_override ? pool_override : policy->replica.kv_pool_tokens;
 	if (!o.model[0]) {
 		snprintf(o.model, sizeof(o.model), "%s",
@@ -331,6 +400,14 @@ int main(int argc, char **argv)
 		cm.decode_step_s * 1e3, (unsigned long long)o.engine.kv_pool_tokens,
 		(unsigned long long)(o.engine.kv_pool_tokens / o.engine.block_size),
 		o.engine.block_size);
+	if (!sim_truth_is_policy(&truth))
+		fprintf(stderr,
+			"fairgate-sim: truth differs from the policy: prompt_token %.3fus (policy "
+			"%.3fus), decode_step(ref) %.3fms (policy %.3fms), step overhead %.3fms, "
+			"per sequence %.3fus\n", cm.prompt_token_s * 1e6,
+			policy_cm.prompt_token_s * 1e6, cm.decode_step_s * 1e3,
+			policy_cm.decode_step_s * 1e3, truth.step_overhead_s * 1e3,
+			truth.seq_overhead_s * 1e6);
 	rc = fg_loop_run(loop) ? 1 : 0;
 out:
 	sim_server_free(srv);

@@ -136,7 +136,7 @@ static void job_complete(struct job *j)
 {
 	struct sim_server *s = j->srv;
 	struct sim_http_conn *c = j->conn;
-	char headers[768];
+	char headers[1024];
 
 	if (s->opt.log_requests) {
 		struct sim_usage u = job_usage(j);
@@ -186,6 +186,8 @@ static void on_engine_event(void *ctx, const struct sim_event *ev)
 	c->cached_tokens = seq->cached_tokens;
 	c->preemptions = seq->num_preemptions;
 	c->recomputed = seq->recomputed_tokens;
+	c->replica_prefill_s = seq->replica_prefill_s;
+	c->replica_decode_s = seq->replica_decode_s;
 	if (seq->finish != SIM_FINISH_NONE) {
 		c->finish = sim_finish_reason(seq->finish);
 		c->finished = seq->finished;
@@ -340,7 +342,7 @@ static void handle_metrics(struct sim_server *s, struct sim_http_conn *conn)
 
 	if (f) {
 		s->counters.connections = sim_http_num_connections(s->http);
-		sim_metrics_write(f, s->engine, s->opt.model, &s->counters);
+		sim_metrics_write(f, s->engine, s->opt.model, &s->counters, &s->opt.metrics);
 		fclose(f);
 	}
 	count_status(s, 200);

@@ -19,6 +19,7 @@
 #include "agent/event_loop.h"
 #include "policy/cost_model.h"
 #include "sim/engine.h"
+#include "sim/sim_metrics.h"
 #include "sim/tokenizer.h"
 
 #define SIM_MAX_API_KEYS 16
@@ -43,12 +44,15 @@ struct sim_server_options {
 	 * bearer token (vLLM's rule); none = no authentication */
 	const char *api_keys[SIM_MAX_API_KEYS];
 	uint32_t n_api_keys;
+	struct sim_metrics_opts metrics;
 };
 
 struct sim_server;
 
+/* `hw` is the hardware the engine runs on: the policy's cost model, or the
+ * truth's (sim/truth.h), with o->engine's overheads. */
 struct sim_server *sim_server_new(struct fg_loop *loop, const struct sim_server_options *o,
-				  const struct fg_cost_model *cm, char *err, size_t errlen);
+				  const struct fg_cost_model *hw, char *err, size_t errlen);
 void sim_server_free(struct sim_server *s);
 uint16_t sim_server_port(const struct sim_server *s);
 
