@@ -218,10 +218,16 @@ static size_t token_text(uint32_t id, char out[SIM_BYTES_PER_TOKEN])
 
 char *sim_detokenize(const uint32_t *ids, size_t n, size_t *len)
 {
-	/* raw bytes first, then UTF-8 repair: a character may span tokens */
-	char *raw = malloc(n * SIM_TOKEN_STR_MAX + 1);
-	size_t rl = 0;
+	/* raw bytes first, then UTF-8 repair: a character may span tokens; sized
+	 * exactly, so a long list costs what its text does */
+	size_t need = 1, rl = 0;
+	char tmp[SIM_TOKEN_STR_MAX], tbuf[SIM_BYTES_PER_TOKEN];
 
+	for (size_t i = 0; i < n; i++) {
+		const char *name = special_name(ids[i], tmp);
+		need += name ? strlen(name) : token_text(ids[i], tbuf);
+	}
+	char *raw = malloc(need);
 	if (!raw)
 		return NULL;
 	for (size_t i = 0; i < n; i++) {
@@ -232,7 +238,9 @@ char *sim_detokenize(const uint32_t *ids, size_t n, size_t *len)
 			memcpy(raw + rl, name, l);
 			rl += l;
 		} else {
-			rl += token_text(ids[i], raw + rl);
+			size_t l = token_text(ids[i], tbuf); /* writes 4, keeps l */
+			memcpy(raw + rl, tbuf, l);
+			rl += l;
 		}
 	}
 	/* U+FFFD is 3 bytes for each bad byte */
