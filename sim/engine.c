@@ -4,6 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "sim/tokenizer.h"
+
 struct plan_entry {
 	struct sim_seq *seq;
 	uint32_t num_new;
@@ -66,6 +68,9 @@ const char *sim_engine_config_check(const struct sim_engine_config *cfg)
 		return "max-model-len is larger than the KV pool (vLLM refuses this too)";
 	if (cfg->kv_pool_tokens / cfg->block_size > UINT32_MAX / 4)
 		return "KV pool too large";
+	if (!(cfg->step_overhead_s >= 0 && cfg->step_overhead_s < 1e4) ||
+	    !(cfg->seq_overhead_s >= 0 && cfg->seq_overhead_s < 1e4))
+		return "step and sequence overheads must be in [0, 10000) s";
 	return NULL;
 }
 
@@ -109,10 +114,20 @@ struct sim_engine *sim_engine_new(const struct sim_engine_config *cfg,
 		sim_engine_free(e);
 		return NULL;
 	}
-	sim_histogram_init(&e->stats.ttft, sim_buckets_ttft_s, sim_buckets_ttft_n);
-	sim_histogram_init(&e->stats.tpot, sim_buckets_tpot_s, sim_buckets_tpot_n);
-	sim_histogram_init(&e->stats.e2e, sim_buckets_latency_s, sim_buckets_latency_n);
-	sim_histogram_init(&e->stats.queue, sim_buckets_latency_s, sim_buckets_latency_n);
+	struct sim_engine_stats *st = &e->stats;
+	size_t n_tok = sim_buckets_1_2_5(cfg->max_model_len, st->token_bounds);
+	sim_histogram_init(&st->ttft, sim_buckets_ttft_s, sim_buckets_ttft_n);
+	sim_histogram_init(&st->itl, sim_buckets_itl_s, sim_buckets_itl_n);
+	sim_histogram_init(&st->request_tpot, sim_buckets_itl_s, sim_buckets_itl_n);
+	sim_histogram_init(&st->e2e, sim_buckets_latency_s, sim_buckets_latency_n);
+	sim_histogram_init(&st->queue, sim_buckets_latency_s, sim_buckets_latency_n);
+	sim_histogram_init(&st->prefill, sim_buckets_latency_s, sim_buckets_latency_n);
+	sim_histogram_init(&st->decode, sim_buckets_latency_s, sim_buckets_latency_n);
+	sim_histogram_init(&st->inference, sim_buckets_latency_s, sim_buckets_latency_n);
+	sim_histogram_init(&st->iteration_tokens, sim_buckets_iteration_tokens,
+			   sim_buckets_iteration_tokens_n);
+	sim_histogram_init(&st->prompt_len, st->token_bounds, n_tok);
+	sim_histogram_init(&st->generation_len, st->token_bounds, n_tok);
 	return e;
 }
 
@@ -232,9 +247,12 @@ struct sim_seq *sim_engine_add(struct sim_engine *e, const struct sim_seq_params
 	s->n_prompt = s->n_tokens = p->n_prompt;
 
 	s->target_output = s->max_output;
-	if (e->cfg.output_len == SIM_OUTPUT_UNIFORM)
+	if (e->cfg.output_len == SIM_OUTPUT_UNIFORM && !p->ignore_eos) {
 		s->target_output = 1 + (uint32_t)(splitmix64(e->cfg.seed ^ (s->id * 0x2545f4914f6cdd1dull)) %
 						  s->max_output);
+		if (s->target_output < p->min_tokens)
+			s->target_output = p->min_tokens < s->max_output ? p->min_tokens : s->max_output;
+	}
 	if (s->n_prompt < e->cfg.max_model_len &&
 	    s->target_output > e->cfg.max_model_len - s->n_prompt)
 		s->target_output = e->cfg.max_model_len - s->n_prompt;
@@ -246,7 +264,7 @@ struct sim_seq *sim_engine_add(struct sim_engine *e, const struct sim_seq_params
 
 static uint32_t output_token_id(const struct sim_engine *e, const struct sim_seq *s)
 {
-	return (uint32_t)splitmix64(e->cfg.seed ^ (s->id << 24) ^ s->n_tokens);
+	return sim_output_token(splitmix64(e->cfg.seed ^ (s->id << 24) ^ s->n_tokens));
 }
 
 static int seq_reserve_blocks(struct sim_seq *s, uint32_t n)
@@ -511,6 +529,34 @@ static void schedule_waiting(struct sim_engine *e, uint32_t budget)
 	}
 }
 
+/* Each planned sequence's share of the step (engine.h), which adds up to
+ * the step's duration. */
+static void charge_shares(struct sim_engine *e)
+{
+	const struct sim_step_info *st = &e->step;
+	double weights = st->decode_seqs ? fg_decode_step_s(&e->cm, 0) : 0;
+	double kv = st->decode_seqs ? fg_decode_step_s(&e->cm, (double)st->decode_context) - weights
+				    : 0;
+	double each = e->cfg.step_overhead_s / e->n_plan + e->cfg.seq_overhead_s;
+
+	for (uint32_t i = 0; i < e->n_plan; i++) {
+		const struct plan_entry *p = &e->plan[i];
+		struct sim_seq *s = p->seq;
+		if (p->decode) {
+			double share = each + weights / st->decode_seqs +
+				       (st->decode_context
+						? kv * (double)s->num_computed / (double)st->decode_context
+						: 0);
+			s->replica_decode_s += share;
+			e->stats.replica_decode_s += share;
+		} else {
+			double share = each + fg_prefill_s(&e->cm, p->num_new);
+			s->replica_prefill_s += share;
+			e->stats.replica_prefill_s += share;
+		}
+	}
+}
+
 double sim_engine_step_begin(struct sim_engine *e)
 {
 	if (e->in_step || !sim_engine_has_work(e))
@@ -548,10 +594,12 @@ double sim_engine_step_begin(struct sim_engine *e)
 		}
 	}
 	e->step.scheduled_seqs = e->n_plan;
-	e->step.duration = fg_prefill_s(&e->cm, e->step.prefill_tokens);
+	e->step.duration = e->cfg.step_overhead_s + e->cfg.seq_overhead_s * e->n_plan +
+			   fg_prefill_s(&e->cm, e->step.prefill_tokens);
 	if (e->step.decode_seqs)
 		e->step.duration += fg_decode_step_s(&e->cm, (double)e->step.decode_context);
 	e->stats.prefill_tokens_computed += e->step.prefill_tokens;
+	charge_shares(e);
 	return e->step.duration;
 }
 
@@ -570,23 +618,41 @@ static void finish_seq(struct sim_engine *e, struct sim_seq *s, enum sim_finish 
 	e->stats.requests_finished[why]++;
 }
 
+/* vLLM's per-request histograms: e2e from arrival, queue until first
+ * scheduled, prefill from then to the first token, decode from it to the
+ * last, inference = prefill + decode, and the mean inter-token time. */
+static void observe_finished(struct sim_engine_stats *st, const struct sim_seq *s)
+{
+	double decode = s->last_token - s->first_token;
+
+	sim_histogram_observe(&st->e2e, s->finished - s->arrival);
+	sim_histogram_observe(&st->prefill, s->first_token - s->first_scheduled);
+	sim_histogram_observe(&st->decode, decode);
+	sim_histogram_observe(&st->inference, s->last_token - s->first_scheduled);
+	sim_histogram_observe(&st->request_tpot, s->n_output > 1 ? decode / (s->n_output - 1) : 0);
+	sim_histogram_observe(&st->prompt_len, s->n_prompt);
+	sim_histogram_observe(&st->generation_len, s->n_output);
+}
+
 static void sample_token(struct sim_engine *e, struct sim_seq *s)
 {
 	s->tokens[s->n_tokens] = output_token_id(e, s);
 	s->n_tokens++;
 	s->n_output++;
 	e->stats.generation_tokens++;
+	e->step.iteration_tokens++;
 	if (s->n_output == 1) {
 		s->first_token = e->now;
 		e->stats.prompt_tokens += s->n_prompt;
+		e->step.iteration_tokens += s->n_prompt;
 		sim_histogram_observe(&e->stats.ttft, e->now - s->arrival);
 	} else {
-		sim_histogram_observe(&e->stats.tpot, e->now - s->last_token);
+		sim_histogram_observe(&e->stats.itl, e->now - s->last_token);
 	}
 	s->last_token = e->now;
 	if (s->n_output >= s->target_output) {
 		finish_seq(e, s, s->n_output < s->max_output ? SIM_FINISH_STOP : SIM_FINISH_LENGTH);
-		sim_histogram_observe(&e->stats.e2e, e->now - s->arrival);
+		observe_finished(&e->stats, s);
 	}
 }
 
@@ -618,6 +684,7 @@ void sim_engine_step_end(struct sim_engine *e)
 	e->now = e->step.start + e->step.duration;
 	e->stats.steps++;
 	e->stats.busy_s += e->step.duration;
+	e->step.iteration_tokens = 0;
 	for (uint32_t i = 0; i < e->n_plan; i++) {
 		struct sim_seq *s = e->plan[i].seq;
 		if (s->aborted || s->num_computed < s->n_tokens)
@@ -630,6 +697,7 @@ void sim_engine_step_end(struct sim_engine *e)
 		if (s->state == SIM_SEQ_FINISHED)
 			seq_free(s);
 	}
+	sim_histogram_observe(&e->stats.iteration_tokens, (double)e->step.iteration_tokens);
 	e->n_plan = 0;
 	e->in_step = false;
 	if (e->abort_pending)

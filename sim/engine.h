@@ -11,14 +11,29 @@
  * running sequence; priority: the max (priority, arrival)); then, if nothing
  * was preempted, waiting sequences are admitted head first, reusing
  * prefix-cached blocks, until the budget, max_num_seqs or the pool runs out.
- * Its duration comes from the cost model (policy/cost_model.h):
+ * Its duration comes from the hardware the engine is given: a cost model
+ * (policy/cost_model.h; the policy's own, or the truth's, sim/truth.h) and
+ * the config's two overheads the cost model does not have:
  *
- *   step_s = prefill_tokens * prompt_token_s
+ *   step_s = step_overhead_s + seq_overhead_s * scheduled_sequences
+ *          + prefill_tokens * prompt_token_s
  *          + (decoding sequences ? fg_decode_step_s(sum of their contexts) : 0)
  *
  * where a decoding sequence's context is the KV it holds including the token
  * it decodes. A sequence whose prefill completes in a step samples its first
  * token at the end of that step.
+ *
+ * Each scheduled sequence is charged its share of the step (its true
+ * replica time), the shares adding up to step_s exactly:
+ *
+ *   step_overhead_s / scheduled_sequences + seq_overhead_s
+ *   + a prefill chunk: its tokens * prompt_token_s
+ *   + a decode: the weights' read split evenly among the decoding sequences,
+ *     fg_decode_step_s(0) / decoding_sequences, plus the read of its own KV,
+ *     (fg_decode_step_s(sum) - fg_decode_step_s(0)) * context / sum
+ *
+ * counted as prefill time for a prefill chunk (recompute after preemption
+ * included) and as decode time for a decode.
  *
  * Use: sim_engine_add() at virtual time t, then repeatedly
  * sim_engine_step_begin() (plans the step, returns its duration) and
@@ -48,6 +63,8 @@ struct sim_engine_config {
 	bool enable_prefix_caching;
 	enum sim_output_len output_len;
 	uint64_t seed;
+	double step_overhead_s;          /* the hardware's, per step (truth.h) */
+	double seq_overhead_s;           /* per scheduled sequence per step */
 };
 
 /* vLLM's defaults (max_model_len is the seed model's 131072). */
@@ -77,6 +94,8 @@ struct sim_seq {
 	uint32_t cached_tokens;      /* prefix-cache hit on first admission */
 	uint32_t num_preemptions;
 	uint64_t recomputed_tokens;  /* prefill redone after preemption */
+	double replica_prefill_s;    /* its shares of the steps it prefilled in */
+	double replica_decode_s;     /* and of those it decoded in */
 	enum sim_finish finish;
 	bool aborted;
 	/* KV */
@@ -95,6 +114,8 @@ struct sim_seq_params {
 	const uint32_t *prompt;
 	uint32_t n_prompt;
 	uint32_t max_tokens;
+	uint32_t min_tokens;     /* a natural stop (uniform lengths) comes no earlier */
+	bool ignore_eos;         /* no natural stop: run to max_tokens */
 	int32_t priority;
 	const char *cache_salt;  /* NULL = unsalted */
 	void *user;
@@ -126,7 +147,14 @@ struct sim_engine_stats {
 	uint64_t recomputed_tokens;
 	uint64_t requests_finished[4];   /* by enum sim_finish */
 	double busy_s;                   /* virtual time spent in steps */
-	struct sim_histogram ttft, tpot, e2e, queue;
+	double replica_prefill_s, replica_decode_s; /* busy_s split by phase */
+	/* vLLM's histograms (names in sim_metrics.c), virtual seconds; the
+	 * per-request ones observed when a sequence finishes (not aborts) */
+	struct sim_histogram ttft, itl, e2e, queue;
+	struct sim_histogram request_tpot, prefill, decode, inference;
+	struct sim_histogram iteration_tokens;       /* per step */
+	struct sim_histogram prompt_len, generation_len; /* tokens per request */
+	double token_bounds[SIM_HIST_MAX_BUCKETS];   /* 1-2-5 up to max_model_len */
 };
 
 /* What the last planned step does (for tests and logs). */
@@ -137,6 +165,9 @@ struct sim_step_info {
 	uint64_t decode_context;      /* sum of decoding sequences' contexts */
 	uint32_t scheduled_seqs;
 	uint32_t preempted;
+	/* vLLM's iteration tokens: prompts whose first token comes at this
+	 * step's end, plus the tokens sampled then */
+	uint64_t iteration_tokens;
 };
 
 struct sim_engine;

@@ -20,10 +20,16 @@ struct sim_histogram {
 /* vLLM's bucket bounds for these metrics. */
 extern const double sim_buckets_ttft_s[];
 extern const size_t sim_buckets_ttft_n;
-extern const double sim_buckets_tpot_s[];
-extern const size_t sim_buckets_tpot_n;
+extern const double sim_buckets_itl_s[];
+extern const size_t sim_buckets_itl_n;
 extern const double sim_buckets_latency_s[];
 extern const size_t sim_buckets_latency_n;
+extern const double sim_buckets_iteration_tokens[];
+extern const size_t sim_buckets_iteration_tokens_n;
+
+/* vLLM's build_1_2_5_buckets: 1, 2, 5, 10, 20, 50, ... up to max (at most
+ * SIM_HIST_MAX_BUCKETS of them into out); returns how many. */
+size_t sim_buckets_1_2_5(double max, double out[SIM_HIST_MAX_BUCKETS]);
 
 void sim_histogram_init(struct sim_histogram *h, const double *bounds, size_t n);
 void sim_histogram_observe(struct sim_histogram *h, double v);

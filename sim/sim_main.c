@@ -19,6 +19,7 @@
 #include "policy/policy.h"
 #include "sim/sim_cli.h"
 #include "sim/sim_server.h"
+#include "sim/truth.h"
 
 static void usage(FILE *out)
 {
@@ -42,6 +43,16 @@ static void usage(FILE *out)
 "  --kv-pool-tokens N            override replica.kv_pool_tokens\n"
 "  --no-enable-prefix-caching    disable the prefix cache\n"
 "  --enable-prompt-tokens-details  report usage.prompt_tokens_details.cached_tokens\n"
+"  --enable-force-include-usage  usage in every chunk of every stream, as if\n"
+"                                include_usage and continuous_usage_stats were set\n"
+"  --image-tokens N              prompt tokens per image part (default 0: a\n"
+"                                text-only model, which refuses media parts)\n"
+"  --audio-tokens N              per audio part (default 0)\n"
+"  --video-tokens N              per video part (default 0)\n"
+"  --api-key KEY                 require \"Authorization: Bearer KEY\" on the API\n"
+"                                (repeatable; default: $VLLM_API_KEY, else none)\n"
+"  --best-of ignore|refuse       ignore (vLLM >= 0.12, default) or refuse\n"
+"                                best_of != 1 (vLLM 0.8-0.11's V1 engine)\n"
 "  --output-len fixed|uniform    output = max_tokens, or seeded uniform in\n"
 "                                [1, max_tokens] (finish_reason \"stop\" if shorter)\n"
 "  --default-max-tokens N        chat requests without max_tokens (default 256)\n"
@@ -49,6 +60,17 @@ static void usage(FILE *out)
 "  --served-model-name NAME      default: replica.model.name\n"
 "  --max-body-bytes N            request body limit (default 33554432)\n"
 "  --log-requests                one line per finished request on stderr\n"
+"  --show-hidden-metrics-for-version 0.11\n"
+"                                also export vllm:time_per_output_token_seconds\n"
+"\n"
+"The hardware it really is (default: the policy's replica block exactly):\n"
+"  --truth FILE                  YAML: prefill_mfu, decode_mbu, step_overhead_ms,\n"
+"                                seq_overhead_us (bare or under `truth:`)\n"
+"  --true-prefill-mfu X          prefill MFU the hardware reaches, (0, 1]\n"
+"  --true-decode-mbu X           decode MBU, (0, 1]\n"
+"  --true-step-overhead-ms X     fixed time of every engine step\n"
+"  --true-seq-overhead-us X      time per scheduled sequence per step\n"
+"                                (the flags override the file)\n"
 "  -h, --help\n");
 }
 
@@ -77,7 +99,9 @@ static void on_signal(struct fg_loop *loop, int fd, uint32_t events, void *ctx)
 enum {
 	OPT_POLICY = 256, OPT_LISTEN, OPT_SPEEDUP, OPT_SCHED, OPT_MAX_SEQS, OPT_MAX_BATCHED,
 	OPT_MAX_LEN, OPT_BLOCK, OPT_POOL, OPT_NO_PREFIX, OPT_DETAILS, OPT_OUTPUT_LEN,
-	OPT_DEFAULT_MAX, OPT_SEED, OPT_MODEL, OPT_MAX_BODY, OPT_LOG,
+	OPT_DEFAULT_MAX, OPT_SEED, OPT_MODEL, OPT_MAX_BODY, OPT_LOG, OPT_FORCE_USAGE,
+	OPT_IMAGE_TOKENS, OPT_AUDIO_TOKENS, OPT_VIDEO_TOKENS, OPT_BEST_OF, OPT_API_KEY,
+	OPT_TRUTH, OPT_TRUE_MFU, OPT_TRUE_MBU, OPT_TRUE_STEP, OPT_TRUE_SEQ, OPT_HIDDEN,
 };
 
 static const struct option long_opts[] = {
@@ -98,6 +122,18 @@ static const struct option long_opts[] = {
 	{ "served-model-name", required_argument, NULL, OPT_MODEL },
 	{ "max-body-bytes", required_argument, NULL, OPT_MAX_BODY },
 	{ "log-requests", no_argument, NULL, OPT_LOG },
+	{ "enable-force-include-usage", no_argument, NULL, OPT_FORCE_USAGE },
+	{ "image-tokens", required_argument, NULL, OPT_IMAGE_TOKENS },
+	{ "audio-tokens", required_argument, NULL, OPT_AUDIO_TOKENS },
+	{ "video-tokens", required_argument, NULL, OPT_VIDEO_TOKENS },
+	{ "best-of", required_argument, NULL, OPT_BEST_OF },
+	{ "api-key", required_argument, NULL, OPT_API_KEY },
+	{ "truth", required_argument, NULL, OPT_TRUTH },
+	{ "true-prefill-mfu", required_argument, NULL, OPT_TRUE_MFU },
+	{ "true-decode-mbu", required_argument, NULL, OPT_TRUE_MBU },
+	{ "true-step-overhead-ms", required_argument, NULL, OPT_TRUE_STEP },
+	{ "true-seq-overhead-us", required_argument, NULL, OPT_TRUE_SEQ },
+	{ "show-hidden-metrics-for-version", required_argument, NULL, OPT_HIDDEN },
 	{ "help", no_argument, NULL, 'h' },
 	{ NULL, 0, NULL, 0 },
 };
@@ -112,7 +148,10 @@ int main(int argc, char **argv)
 {
 	struct sim_server_options o = { .port = 8001, .speedup = 1, .default_max_tokens = 256,
 					.max_body = 32u << 20 };
-	const char *policy_path = NULL;
+	const char *policy_path = NULL, *truth_path = NULL;
+	struct sim_truth truth = { 0 }, truth_flags = { 0 };
+	bool truth_flag_set[4] = { false };
+	char why[200];
 	uint64_t pool_override = 0, v;
 	int c, rc = 1;
 
@@ -206,9 +245,69 @@ int main(int argc, char **argv)
 			o.max_body = (size_t)v;
 			break;
 		case OPT_LOG: o.log_requests = true; break;
+		case OPT_FORCE_USAGE: o.force_include_usage = true; break;
+		case OPT_IMAGE_TOKENS:
+		case OPT_AUDIO_TOKENS:
+		case OPT_VIDEO_TOKENS: {
+			enum sim_modality m = c == OPT_IMAGE_TOKENS   ? SIM_MM_IMAGE
+					      : c == OPT_AUDIO_TOKENS ? SIM_MM_AUDIO
+								  : SIM_MM_VIDEO;
+			char name[16];
+			snprintf(name, sizeof(name), "%s-tokens", sim_modality_name(m));
+			if (parse_u64(optarg, 0, 1u << 20, &v))
+				return bad(name, optarg);
+			o.media_tokens[m] = (uint32_t)v;
+			break;
+		}
+		case OPT_TRUTH: truth_path = optarg; break;
+		case OPT_TRUE_MFU:
+		case OPT_TRUE_MBU:
+		case OPT_TRUE_STEP:
+		case OPT_TRUE_SEQ: {
+			static const char *const key[] = { "prefill_mfu", "decode_mbu",
+							   "step_overhead_ms", "seq_overhead_us" };
+			static const char *const flag[] = { "true-prefill-mfu", "true-decode-mbu",
+							    "true-step-overhead-ms",
+							    "true-seq-overhead-us" };
+			int k = c - OPT_TRUE_MFU;
+			char *end;
+			double x = strtod(optarg, &end);
+			if (end == optarg || *end ||
+			    sim_truth_set(&truth_flags, key[k], x, why, sizeof(why))) {
+				fprintf(stderr, "fairgate-sim: --%s %s: %s\n", flag[k], optarg,
+					end == optarg || *end ? "not a number" : why);
+				return 2;
+			}
+			truth_flag_set[k] = true;
+			break;
+		}
+		case OPT_HIDDEN:
+			o.metrics.show_hidden_0_11 = !strcmp(optarg, "0.11");
+			break;
+		case OPT_API_KEY:
+			if (!*optarg || strlen(optarg) > SIM_MAX_API_KEY_LEN ||
+			    o.n_api_keys == SIM_MAX_API_KEYS)
+				return bad("api-key", "(a key)");
+			o.api_keys[o.n_api_keys++] = optarg;
+			break;
+		case OPT_BEST_OF:
+			if (!strcmp(optarg, "ignore"))
+				o.refuse_best_of = false;
+			else if (!strcmp(optarg, "refuse"))
+				o.refuse_best_of = true;
+			else
+				return bad("best-of", optarg);
+			break;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;
 		}
+	}
+	/* vLLM reads VLLM_API_KEY when no --api-key is given */
+	const char *env_key = getenv("VLLM_API_KEY");
+	if (!o.n_api_keys && env_key && *env_key) {
+		if (strlen(env_key) > SIM_MAX_API_KEY_LEN)
+			return bad("api-key", "(VLLM_API_KEY)");
+		o.api_keys[o.n_api_keys++] = env_key;
 	}
 	if (optind < argc) {
 		fprintf(stderr, "fairgate-sim: unexpected argument '%s'\n", argv[optind]);
@@ -232,7 +331,29 @@ int main(int argc, char **argv)
 			return 1;
 		}
 	}
-	fg_cost_model_init(&cm, &policy->replica);
+	/* the file, then the flags over it */
+	if (truth_path && sim_truth_load(truth_path, &truth, why, sizeof(why))) {
+		fprintf(stderr, "fairgate-sim: --truth %s\n", why);
+		free(policy);
+		return 1;
+	}
+	if (truth_flag_set[0])
+		truth.prefill_mfu = truth_flags.prefill_mfu;
+	if (truth_flag_set[1])
+		truth.decode_mbu = truth_flags.decode_mbu;
+	if (truth_flag_set[2])
+		truth.step_overhead_s = truth_flags.step_overhead_s;
+	if (truth_flag_set[3])
+		truth.seq_overhead_s = truth_flags.seq_overhead_s;
+	struct fg_cost_model policy_cm;
+	fg_cost_model_init(&policy_cm, &policy->replica);
+	sim_truth_hardware(&truth, &policy->replica, &cm);
+	o.engine.step_overhead_s = truth.step_overhead_s;
+	o.engine.seq_overhead_s = truth.seq_overhead_s;
+	o.metrics.true_prompt_token_s = cm.prompt_token_s;
+	o.metrics.policy_prompt_token_s = policy_cm.prompt_token_s;
+	o.metrics.true_decode_step_s = cm.decode_step_s;
+	o.metrics.policy_decode_step_s = policy_cm.decode_step_s;
 	o.engine.kv_pool_tokens = pool_override ? pool_override : policy->replica.kv_pool_tokens;
 	if (!o.model[0]) {
 		snprintf(o.model, sizeof(o.model), "%s",
@@ -279,6 +400,14 @@ int main(int argc, char **argv)
 		cm.decode_step_s * 1e3, (unsigned long long)o.engine.kv_pool_tokens,
 		(unsigned long long)(o.engine.kv_pool_tokens / o.engine.block_size),
 		o.engine.block_size);
+	if (!sim_truth_is_policy(&truth))
+		fprintf(stderr,
+			"fairgate-sim: truth differs from the policy: prompt_token %.3fus (policy "
+			"%.3fus), decode_step(ref) %.3fms (policy %.3fms), step overhead %.3fms, "
+			"per sequence %.3fus\n", cm.prompt_token_s * 1e6,
+			policy_cm.prompt_token_s * 1e6, cm.decode_step_s * 1e3,
+			policy_cm.decode_step_s * 1e3, truth.step_overhead_s * 1e3,
+			truth.seq_overhead_s * 1e6);
 	rc = fg_loop_run(loop) ? 1 : 0;
 out:
 	sim_server_free(srv);

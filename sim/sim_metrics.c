@@ -15,7 +15,7 @@ static void gauge(FILE *out, const char *name, const char *help, const char *lab
 }
 
 void sim_metrics_write(FILE *out, const struct sim_engine *e, const char *model,
-		       const struct sim_http_counters *http)
+		       const struct sim_http_counters *http, const struct sim_metrics_opts *opt)
 {
 	const struct sim_engine_stats *st = sim_engine_stats(e);
 	const struct sim_kv_pool *pool = sim_engine_pool(e);
@@ -48,15 +48,35 @@ void sim_metrics_write(FILE *out, const struct sim_engine *e, const char *model,
 			sim_finish_reason((enum sim_finish)f),
 			(unsigned long long)st->requests_finished[f]);
 
+	/* vLLM's names, help texts and buckets (v1/metrics/loggers.py), in
+	 * virtual seconds */
+	sim_histogram_write(&st->prompt_len, out, "vllm:request_prompt_tokens",
+			    "Number of prefill tokens processed.", labels);
+	sim_histogram_write(&st->generation_len, out, "vllm:request_generation_tokens",
+			    "Number of generation tokens processed.", labels);
+	sim_histogram_write(&st->iteration_tokens, out, "vllm:iteration_tokens_total",
+			    "Histogram of number of tokens per engine_step.", labels);
 	sim_histogram_write(&st->ttft, out, "vllm:time_to_first_token_seconds",
-			    "Histogram of time to first token in seconds (virtual).", labels);
-	sim_histogram_write(&st->tpot, out, "vllm:time_per_output_token_seconds",
-			    "Histogram of time per output token in seconds (virtual).", labels);
+			    "Histogram of time to first token in seconds.", labels);
+	if (opt->show_hidden_0_11)
+		sim_histogram_write(&st->itl, out, "vllm:time_per_output_token_seconds",
+				    "Histogram of time per output token in seconds."
+				    "DEPRECATED: Use vllm:inter_token_latency_seconds instead.",
+				    labels);
+	sim_histogram_write(&st->itl, out, "vllm:inter_token_latency_seconds",
+			    "Histogram of inter-token latency in seconds.", labels);
+	sim_histogram_write(&st->request_tpot, out, "vllm:request_time_per_output_token_seconds",
+			    "Histogram of time_per_output_token_seconds per request.", labels);
 	sim_histogram_write(&st->e2e, out, "vllm:e2e_request_latency_seconds",
-			    "Histogram of end to end request latency in seconds (virtual).", labels);
+			    "Histogram of e2e request latency in seconds.", labels);
 	sim_histogram_write(&st->queue, out, "vllm:request_queue_time_seconds",
-			    "Histogram of time spent in WAITING phase for request (virtual).",
-			    labels);
+			    "Histogram of time spent in WAITING phase for request.", labels);
+	sim_histogram_write(&st->inference, out, "vllm:request_inference_time_seconds",
+			    "Histogram of time spent in RUNNING phase for request.", labels);
+	sim_histogram_write(&st->prefill, out, "vllm:request_prefill_time_seconds",
+			    "Histogram of time spent in PREFILL phase for request.", labels);
+	sim_histogram_write(&st->decode, out, "vllm:request_decode_time_seconds",
+			    "Histogram of time spent in DECODE phase for request.", labels);
 
 	counter(out, "fairgate_sim_recomputed_tokens",
 		"Prompt and output tokens prefilled again after preemption.", labels,
@@ -71,6 +91,30 @@ void sim_metrics_write(FILE *out, const struct sim_engine *e, const char *model,
 	      sim_engine_now(e));
 	gauge(out, "fairgate_sim_busy_seconds", "Virtual time spent in steps.", labels,
 	      st->busy_s);
+	fprintf(out, "# HELP fairgate_sim_replica_seconds Replica time charged to sequences, "
+		     "by phase (their shares of each step; sums to the busy time).\n"
+		     "# TYPE fairgate_sim_replica_seconds counter\n"
+		     "fairgate_sim_replica_seconds_total{%s,phase=\"prefill\"} %.9g\n"
+		     "fairgate_sim_replica_seconds_total{%s,phase=\"decode\"} %.9g\n",
+		labels, st->replica_prefill_s, labels, st->replica_decode_s);
+	/* the hardware the sim really is (truth.h), next to the policy's */
+	gauge(out, "fairgate_sim_true_prompt_token_seconds",
+	      "Time of one prompt token on the simulated hardware.", labels,
+	      opt->true_prompt_token_s);
+	gauge(out, "fairgate_sim_policy_prompt_token_seconds",
+	      "Time of one prompt token in the policy's cost model.", labels,
+	      opt->policy_prompt_token_s);
+	gauge(out, "fairgate_sim_true_decode_step_seconds",
+	      "Decode step at the policy's reference batch and context, simulated hardware.",
+	      labels, opt->true_decode_step_s);
+	gauge(out, "fairgate_sim_policy_decode_step_seconds",
+	      "Decode step at the reference batch and context, the policy's cost model.", labels,
+	      opt->policy_decode_step_s);
+	gauge(out, "fairgate_sim_step_overhead_seconds", "Fixed time of every engine step.",
+	      labels, sim_engine_config(e)->step_overhead_s);
+	gauge(out, "fairgate_sim_seq_overhead_seconds",
+	      "Time per scheduled sequence per engine step.", labels,
+	      sim_engine_config(e)->seq_overhead_s);
 	gauge(out, "fairgate_sim_kv_cache_blocks", "Blocks in the KV pool.", labels,
 	      pool->num_blocks);
 	gauge(out, "fairgate_sim_kv_cache_free_blocks",
