@@ -41,7 +41,8 @@ struct sim_http_conn {
 	bool hvalue_last;       /* the parser's last header callback was a value */
 	bool hvalue_dropped;    /* the current value was too long to keep */
 	struct buf auth;        /* the first Authorization header's value */
-	bool has_auth;
+	bool has_auth;          /* auth holds it (it was kept) */
+	bool auth_seen;         /* an Authorization header came: later ones are ignored */
 	bool expect_continue;
 	bool too_large;
 	bool in_request;        /* a complete request is being served */
@@ -118,7 +119,7 @@ static int on_message_begin(http_parser *p)
 	c->url.len = c->body.len = 0;
 	c->hfield.len = c->hvalue.len = c->auth.len = 0;
 	c->hvalue_last = c->hvalue_dropped = false;
-	c->has_auth = false;
+	c->has_auth = c->auth_seen = false;
 	c->expect_continue = false;
 	c->too_large = false;
 	return 0;
@@ -130,12 +131,12 @@ static void header_done(struct sim_http_conn *c)
 	    !strcasecmp(c->hvalue.p, "100-continue"))
 		c->expect_continue = true;
 	/* the first one counts, as starlette's Headers.get reads it; one too
-	 * long to keep is absent (so it matches no key) */
-	if (c->hfield.p && !strcasecmp(c->hfield.p, "authorization") && !c->has_auth) {
-		c->has_auth = !c->hvalue_dropped;
-		c->auth.len = 0;
-		if (c->has_auth && buf_put(&c->auth, c->hvalue.p ? c->hvalue.p : "", c->hvalue.len))
-			c->has_auth = false;
+	 * long to keep is absent (so it matches no key), and a later one does
+	 * not stand in for it */
+	if (c->hfield.p && !strcasecmp(c->hfield.p, "authorization") && !c->auth_seen) {
+		c->auth_seen = true;
+		c->has_auth = !c->hvalue_dropped &&
+			      !buf_put(&c->auth, c->hvalue.p ? c->hvalue.p : "", c->hvalue.len);
 	}
 	c->hvalue_dropped = false;
 	c->hfield.len = c->hvalue.len = 0;

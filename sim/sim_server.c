@@ -351,13 +351,13 @@ static void handle_metrics(struct sim_server *s, struct sim_http_conn *conn)
 	free(text);
 }
 
-/* vLLM's --api-key: probes, metrics and the version stay open; the API
- * (/v1, /v2, /inference, /cohere, /tokenize, /detokenize) wants
- * "Authorization: Bearer KEY" with one of the keys. */
+/* vLLM's --api-key: a path under one of its AuthenticationMiddleware's
+ * guarded prefixes wants "Authorization: Bearer KEY" with one of the keys;
+ * everything else stays open, /tokenize and /detokenize included (vLLM
+ * never guarded them, so neither may a gateway that relies on the key). */
 static bool authorized(const struct sim_server *s, const struct sim_http_request *r)
 {
-	static const char *const guarded[] = { "/v1", "/v2", "/inference", "/cohere",
-						"/tokenize", "/detokenize" };
+	static const char *const guarded[] = { "/v1", "/v2", "/inference", "/cohere" };
 	bool guard = false;
 
 	if (!s->opt.n_api_keys || !strcmp(r->method, "OPTIONS"))

@@ -40,8 +40,9 @@ struct sim_server_options {
 	uint32_t default_max_tokens;  /* chat requests without max_tokens */
 	size_t max_body;
 	bool log_requests;
-	/* --api-key: every route but the public ones wants one of these as a
-	 * bearer token (vLLM's rule); none = no authentication */
+	/* --api-key: a path under vLLM's guarded prefixes (/v1, /v2,
+	 * /inference, /cohere) wants one of these as a bearer token; none = no
+	 * authentication */
 	const char *api_keys[SIM_MAX_API_KEYS];
 	uint32_t n_api_keys;
 	struct sim_metrics_opts metrics;

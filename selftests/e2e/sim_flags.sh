@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # sim_flags.sh — fairgate-sim's vLLM-named flags behave like vLLM's over
-# HTTP: --api-key (vLLM's guarded routes, its bare {"error":"Unauthorized"},
-# bearer scheme in any case, several keys, VLLM_API_KEY), --scheduling-policy
+# HTTP: --api-key (vLLM's guarded prefixes /v1, /v2, /inference, /cohere and
+# nothing else, its bare {"error":"Unauthorized"}, bearer scheme in any case,
+# the first Authorization header, several keys, VLLM_API_KEY), --scheduling-policy
 # (non-zero priority refused under fcfs on every generation API),
 # --enable-prompt-tokens-details (details object, or null in a body and
 # absent from the usage chunk), --best-of refuse, /version and /ping.
@@ -11,10 +12,13 @@ code() { curl -s -o "$tmp/body" -w '%{http_code}' "$@"; }
 chat='{"messages":[{"role":"user","content":"x"}],"max_tokens":1}'
 
 start_sim keyed --speedup inf --api-key sk-one --api-key sk-two
-for route in /v1/chat/completions /v1/completions /v1/responses /tokenize /detokenize; do
+for route in /v1/chat/completions /v1/completions /v1/responses /v2/x /inference/v1/generate /cohere/v2/chat; do
 	expect_eq "--api-key: POST $route without a key is 401" "$(code "$URL$route" -d '{}')" 401
 done
 expect_eq "  answered as vLLM does, not in OpenAI's error shape" "$(cat "$tmp/body")" '{"error":"Unauthorized"}'
+# vLLM's middleware guards only those prefixes: its tokenizer routes are open
+expect_eq "  POST /tokenize without a key is served, as in vLLM" "$(code "$URL/tokenize" -d '{"prompt":"x"}')" 200
+expect_eq "  POST /detokenize without a key is served, as in vLLM" "$(code "$URL/detokenize" -d '{"tokens":[120]}')" 200
 expect_eq "  GET /v1/models too" "$(code "$URL/v1/models")" 401
 expect_eq "  a wrong key is 401" "$(code "$URL/v1/chat/completions" -H 'Authorization: Bearer sk-three' -d "$chat")" 401
 expect_eq "  another scheme is 401" "$(code "$URL/v1/chat/completions" -H 'Authorization: Basic sk-one' -d "$chat")" 401
@@ -26,9 +30,15 @@ for route in /health /ping /version /metrics; do
 	expect_eq "  GET $route stays open" "$(code "$URL$route")" 200
 done
 expect_eq "  an unknown path is a 404, not a 401" "$(code "$URL/nope")" 404
+expect_eq "  the first Authorization header counts: a wrong one, then the key, is 401" \
+	"$(code "$URL/v1/chat/completions" -H 'Authorization: Bearer sk-three' -H 'Authorization: Bearer sk-one' -d "$chat")" 401
+expect_eq "  the key, then a wrong one, is 200" \
+	"$(code "$URL/v1/chat/completions" -H 'Authorization: Bearer sk-one' -H 'Authorization: Bearer sk-three' -d "$chat")" 200
 long=$(head -c 9000 /dev/zero | tr '\0' k)
 expect_eq "  a 9 KB Authorization header is refused, not truncated" \
 	"$(code "$URL/v1/chat/completions" -H "Authorization: Bearer $long" -d "$chat")" 401
+expect_eq "  and the key after it does not stand in for it" \
+	"$(code "$URL/v1/chat/completions" -H "Authorization: Bearer $long" -H 'Authorization: Bearer sk-one' -d "$chat")" 401
 expect_eq "/version answers the sim's version" "$(curl -s "$URL/version" | jq -r .version)" "0.0.0+fairgate-sim"
 stop_clean "api keys"
 
