@@ -697,7 +697,11 @@ void sim_engine_step_end(struct sim_engine *e)
 		if (s->state == SIM_SEQ_FINISHED)
 			seq_free(s);
 	}
-	sim_histogram_observe(&e->stats.iteration_tokens, (double)e->step.iteration_tokens);
+	/* vLLM observes a step only when it has outputs (IterationStats is
+	 * made only for a batch of them): a step of prefill chunks alone,
+	 * which samples nothing, is not counted */
+	if (e->step.iteration_tokens)
+		sim_histogram_observe(&e->stats.iteration_tokens, (double)e->step.iteration_tokens);
 	e->n_plan = 0;
 	e->in_step = false;
 	if (e->abort_pending)

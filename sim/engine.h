@@ -152,7 +152,7 @@ struct sim_engine_stats {
 	 * per-request ones observed when a sequence finishes (not aborts) */
 	struct sim_histogram ttft, itl, e2e, queue;
 	struct sim_histogram request_tpot, prefill, decode, inference;
-	struct sim_histogram iteration_tokens;       /* per step */
+	struct sim_histogram iteration_tokens;       /* per step that sampled a token */
 	struct sim_histogram prompt_len, generation_len; /* tokens per request */
 	double token_bounds[SIM_HIST_MAX_BUCKETS];   /* 1-2-5 up to max_model_len */
 };

@@ -120,8 +120,17 @@ expect_eq "inter-token latencies: one per output token after the first" \
 	"$(mval vllm:inter_token_latency_seconds_count | cut -d. -f1)" "$(( $(sum_out .usage.completion_tokens) - 24 ))"
 expect_eq "iteration tokens: every prompt once plus every output token" \
 	"$(mval vllm:iteration_tokens_total_sum | cut -d. -f1)" "$(( $(sum_out .usage.prompt_tokens) + $(sum_out .usage.completion_tokens) ))"
-expect_eq "iteration-token observations: one per engine step" \
+expect_eq "iteration-token observations: one per engine step (each sampled a token here)" \
 	"$(mval vllm:iteration_tokens_total_count | cut -d. -f1)" "$(mval fairgate_sim_steps_total | cut -d. -f1)"
+# a 20,000-token prompt prefills in chunks of 8,192, 8,192 and 3,616: vLLM
+# observes only steps with outputs, the last chunk's (its first token) and
+# the decode
+steps0=$(mval fairgate_sim_steps_total | cut -d. -f1) n0=$(mval vllm:iteration_tokens_total_count | cut -d. -f1)
+sum0=$(mval vllm:iteration_tokens_total_sum | cut -d. -f1)
+complete "$tmp/chunked" "{\"prompt\":\"$(prompt_bytes 80000)\",\"max_tokens\":2}"
+expect_eq "a chunked prefill: 4 steps, 2 of them observed, 20,002 tokens" \
+	"$(( $(mval fairgate_sim_steps_total | cut -d. -f1) - steps0 )) $(( $(mval vllm:iteration_tokens_total_count | cut -d. -f1) - n0 )) $(( $(mval vllm:iteration_tokens_total_sum | cut -d. -f1) - sum0 ))" \
+	"4 2 20002"
 expect_eq "the pre-0.11 name is hidden, as in vLLM >= 0.12" "$(curl -s "$URL/metrics" | grep -c '^vllm:time_per_output_token_seconds')" 0
 stop_clean "truth under load"
 

@@ -186,6 +186,11 @@ static void long_prompt_prefills_in_chunks(void **state)
 	assert_int_equal(t->tokens[0], 0); /* a chunk samples nothing */
 	assert_int_equal(run(e), 2);       /* 8192 + 8192 + 3616 */
 	assert_close(t->first_token[0], 20000 * cm.prompt_token_s, 1e-9);
+	/* vLLM's iteration tokens see only the step with an output: the
+	 * last chunk's, with the whole prompt and its first token */
+	const struct sim_histogram *it = &sim_engine_stats(e)->iteration_tokens;
+	assert_int_equal(it->count, 1);
+	assert_true(it->sum == 20001);
 	sim_engine_free(e);
 	free(t);
 }
