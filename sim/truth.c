@@ -98,8 +98,8 @@ int sim_truth_load(const char *path, struct sim_truth *t, char *err, size_t errl
 	n = buf ? fread(buf, 1, FG_YAML_MAX_BYTES + 1, f) : 0;
 	fclose(f);
 	if (!buf || n > FG_YAML_MAX_BYTES) {
-		free(buf);
 		snprintf(err, errlen, "%s: %s", path, buf ? "too large" : "out of memory");
+		free(buf);
 		return -1;
 	}
 	rc = fg_yaml_load(buf, n, &root, &perr);

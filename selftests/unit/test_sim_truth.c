@@ -17,6 +17,7 @@
 #include "policy/cost_model.h"
 #include "policy/policy.h"
 #include "sim/engine.h"
+#include "policy/policy_yaml.h"
 #include "sim/truth.h"
 
 #define assert_close(got, want, tol)                                                      \
@@ -241,6 +242,14 @@ static void truth_files(void **state)
 	}
 	assert_int_equal(sim_truth_load("/nonexistent/truth.yaml", &t, err, sizeof(err)), -1);
 	assert_non_null(strstr(err, "No such file"));
+	/* a file past the YAML reader's limit is refused, not cut short */
+	char *huge = malloc(FG_YAML_MAX_BYTES + 2);
+	assert_non_null(huge);
+	memset(huge, '#', FG_YAML_MAX_BYTES + 1);
+	huge[FG_YAML_MAX_BYTES + 1] = '\0';
+	assert_int_equal(load(huge, &t, err, sizeof(err)), -1);
+	assert_non_null(strstr(err, ": too large"));
+	free(huge);
 }
 
 int main(void)
