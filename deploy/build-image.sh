@@ -52,7 +52,7 @@ echo 'root:x:0:0:root:/:/usr/local/bin/fairgatectl' >"$CTX/rootfs/etc/passwd"
 echo 'root:x:0:' >"$CTX/rootfs/etc/group"
 
 $ENGINE build --quiet --tag "$IMAGE" "$CTX" >/dev/null
-echo "build-image: built $IMAGE from $BIN ($(du -sh "$CTX/rootfs" | cut -f1) of files)"
+echo "build-image: built $IMAGE from ${BIN#"$ROOT"/}/ ($(du -sh "$CTX/rootfs" | cut -f1) of files)"
 if [ -n "$SAVE" ]; then
 	rm -f "$SAVE"
 	$ENGINE save --quiet --output "$SAVE" "$IMAGE"
