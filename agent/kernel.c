@@ -344,8 +344,6 @@ static void detach_all(struct fg_kernel *k)
 	}
 	k->n_links = 0;
 	publish_gate_ifindexes(k);
-	if (k->gate)
-		pin_gate_as_needed(k);
 }
 
 /* Every interface of the policy, or where the default routes go. One that
@@ -552,6 +550,9 @@ void fg_kernel_close(struct fg_agent_state *st)
 		ring_buffer__free(k->shed_rb);
 	}
 	detach_all(k);
+	/* Only here: a start that failed leaves a dead predecessor's pin (and
+	 * its gate) for the next start to recognise. */
+	pin_gate_as_needed(k);
 	fg_maps_close(&k->maps);
 	if (st->opts.cleanup) {
 		if (bpf_object__unpin_maps(k->gate->obj, NULL))
