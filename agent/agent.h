@@ -15,9 +15,13 @@
 struct fg_kernel;
 struct fg_ctl_server;
 struct fg_proxy;
+struct fg_policy_watch;
 
 struct fg_agent_opts {
 	const char *policy_path;
+	const char *tenants_path;     /* --tenants: the policy's tenants in a file of their own */
+	const char *metrics_address;  /* --metrics-address: replaces agent.metrics_listen's host */
+	bool watch;                   /* re-apply the policy files when they change (default) */
 	const char *ctl_path;     /* default FG_CTL_SOCK_PATH */
 	const char *pin_dir;      /* default FG_PIN_DIR (maps/) */
 	bool cleanup;             /* unpin maps on exit */
@@ -32,6 +36,8 @@ struct fg_agent_state {
 	struct fg_kernel *kernel;    /* NULL when kernel enforcement is off */
 	struct fg_ctl_server *ctl;
 	struct fg_proxy *proxy;
+	struct fg_policy_watch *watch; /* NULL with --no-watch */
+	char kernel_off[512];          /* why kernel enforcement is off ("" when on) */
 };
 
 #define FG_CTL_SOCK_PATH "/run/fairgate/ctl.sock"

@@ -15,7 +15,7 @@
 #include "policy/policy.h"
 
 struct plan_args {
-	const char *policy;
+	const char *policy, *tenants;
 	bool json;
 	double rps, in, out, n, cached, context;
 	bool have_request, have_load, have_context;
@@ -41,6 +41,7 @@ static int parse_args(int argc, char **argv, struct plan_args *a)
 		{ "rps", required_argument, NULL, 'r' },    { "in", required_argument, NULL, 'i' },
 		{ "out", required_argument, NULL, 'o' },    { "context", required_argument, NULL, 'c' },
 		{ "n", required_argument, NULL, 'n' },      { "cached", required_argument, NULL, 'k' },
+		{ "tenants", required_argument, NULL, 't' },
 		{ 0 }
 	};
 	int opt, load_flags = 0;
@@ -50,6 +51,7 @@ static int parse_args(int argc, char **argv, struct plan_args *a)
 	while ((opt = getopt_long(argc + 1, argv - 1, "", longopts, NULL)) != -1) {
 		switch (opt) {
 		case 'p': a->policy = optarg; break;
+		case 't': a->tenants = optarg; break;
 		case 'j': a->json = true; break;
 		case 'r': if (parse_number("--rps", optarg, &a->rps)) return -1; load_flags |= 1; break;
 		case 'i': if (parse_number("--in", optarg, &a->in)) return -1; load_flags |= 2; break;
@@ -314,7 +316,7 @@ int fg_cmd_plan(int argc, char **argv)
 		perror("fairgatectl");
 		return 1;
 	}
-	if (fg_policy_parse_file(a.policy, p, &err)) {
+	if (fg_policy_parse_files(a.policy, a.tenants, p, &err)) {
 		fg_policy_error_format(&err, msg, sizeof(msg));
 		fprintf(stderr, "%s\n", msg);
 		free(p);

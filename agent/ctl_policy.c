@@ -1,7 +1,9 @@
-/* ctl_policy.c — `fairgatectl policy check FILE [--json]`: parse and validate
- * a policy without touching the running agent. Exit 0 with a one-line
- * summary, or the error line ("FILE:LINE:COL: message") and exit 2. With
- * --json, the same as one JSON object on stdout in both cases. */
+/* ctl_policy.c — `fairgatectl policy check FILE [--tenants FILE] [--json]`:
+ * parse and validate a policy (its tenants in a second file with --tenants)
+ * without touching the running agent. Exit 0 with a one-line summary, or
+ * the error line ("FILE:LINE:COL: message", FILE the one the line is in)
+ * and exit 2. With --json, the same as one JSON object on stdout in both
+ * cases. */
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -83,18 +85,26 @@ static void print_error_json(const struct fg_policy_error *err, const char *line
 
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: fairgatectl policy check FILE [--json]\n"
-		   "  Validate a policy file; exit 0 if valid, 2 with FILE:LINE:COL: message if not.\n");
+	fprintf(f, "usage: fairgatectl policy check FILE [--tenants FILE] [--json]\n"
+		   "  Validate a policy file (its tenants in the --tenants file); exit 0 if valid,\n"
+		   "  2 with FILE:LINE:COL: message if not.\n");
 }
 
 int fg_cmd_policy_check(int argc, char **argv)
 {
-	const char *file = NULL;
+	const char *file = NULL, *tenants = NULL;
 	bool json = false;
 
 	for (int i = 0; i < argc; i++) {
 		if (!strcmp(argv[i], "--json")) {
 			json = true;
+		} else if (!strcmp(argv[i], "--tenants")) {
+			if (++i == argc) {
+				fprintf(stderr, "fairgatectl: --tenants needs a FILE\n");
+				usage(stderr);
+				return 2;
+			}
+			tenants = argv[i];
 		} else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
 			usage(stdout);
 			return 0;
@@ -122,7 +132,7 @@ int fg_cmd_policy_check(int argc, char **argv)
 		perror("fairgatectl");
 		return 1;
 	}
-	if (fg_policy_parse_file(file, p, &err)) {
+	if (fg_policy_parse_files(file, tenants, p, &err)) {
 		fg_policy_error_format(&err, line, sizeof(line));
 		if (json)
 			print_error_json(&err, line);

@@ -5,10 +5,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "agent/ctl_agent.h"
 #include "agent/ctl_proxy.h"
 #include "agent/ctl_server.h"
 #include "agent/engine_scrape.h"
 #include "agent/kernel.h"
+#include "agent/policy_apply.h"
 #include "agent/proxy.h"
 #include "agent/proxy_internal.h"
 #include "policy/overload.h"
@@ -164,8 +166,13 @@ static json_t *cmd_status(struct fg_agent_state *st, json_t *req, char *err, siz
 				 ? px->metrics.decision_sum_s * 1e6 / (double)px->metrics.decision_count
 				 : 0.0,
 			 "chars_per_token", cal, "tenants", tenants_array(st, NULL));
-	if (r)
+	if (r) {
 		json_object_set_new(r, "scheduling", scheduling_json(px));
+		json_object_set_new(r, "gate", fg_ctl_gate_json(st));
+		json_object_set_new(r, "policy_watch", fg_ctl_watch_json(st));
+		if (st->kernel_off[0])
+			json_object_set_new(r, "kernel_off_reason", json_string(st->kernel_off));
+	}
 	struct fg_src_index_stats ix;
 	if (r && fg_kernel_source_index(st, &ix))
 		json_object_set_new(r, "source_index",
@@ -194,88 +201,24 @@ static json_t *cmd_tenants(struct fg_agent_state *st, json_t *req, char *err, si
 	return json_pack("{s:o}", "tenants", a);
 }
 
-static bool same_hostport(const struct fg_hostport *a, const struct fg_hostport *b)
-{
-	return a->port == b->port && !strcmp(a->host, b->host);
-}
-
-/* What a running agent cannot change in place; NULL if nothing. */
-static const char *needs_restart(const struct fg_policy *old, const struct fg_policy *np)
-{
-	if (old->agent.mode != np->agent.mode)
-		return "agent.mode";
-	if (!same_hostport(&old->agent.listen, &np->agent.listen))
-		return "agent.listen";
-	if (!same_hostport(&old->agent.metrics_listen, &np->agent.metrics_listen))
-		return "agent.metrics_listen";
-	if (strcmp(old->agent.salt_secret_file, np->agent.salt_secret_file))
-		return "agent.salt_secret_file";
-	return NULL;
-}
-
+/* The text crosses the socket, so the agent checks what fairgatectl
+ * checked, against its own overrides; the transaction is policy_apply.c's. */
 static json_t *cmd_policy_apply(struct fg_agent_state *st, json_t *req, char *err, size_t errlen)
 {
 	const char *text = json_string_value(json_object_get(req, "policy"));
 	const char *file = json_string_value(json_object_get(req, "file"));
-	struct fg_policy_error perr;
-	struct fg_policy *np;
+	const char *ttext = json_string_value(json_object_get(req, "tenants"));
+	const char *tfile = json_string_value(json_object_get(req, "tenants_file"));
 
 	if (!text) {
 		snprintf(err, errlen, "policy_apply needs \"policy\": the policy file's text");
 		return NULL;
 	}
-	np = malloc(sizeof(*np));
-	if (!np) {
-		snprintf(err, errlen, "out of memory");
+	struct fg_policy *np = fg_agent_parse_policy(&st->opts, text, strlen(text), file, ttext,
+						     ttext ? strlen(ttext) : 0, tfile, err, errlen);
+	if (!np)
 		return NULL;
-	}
-	if (fg_policy_parse_buffer(text, strlen(text), file ? file : "<policy>", np, &perr)) {
-		fg_policy_error_format(&perr, err, errlen);
-		free(np);
-		return NULL;
-	}
-	const char *what = needs_restart(st->policy, np);
-	if (what) {
-		snprintf(err, errlen, "%s differs from the running agent's; it takes a restart "
-				      "(nothing was changed)", what);
-		free(np);
-		return NULL;
-	}
-	struct fg_hostport_check { struct sockaddr_storage ss; socklen_t len; } chk;
-	if (fg_hostport_sockaddr(&np->agent.engine, &chk.ss, &chk.len)) {
-		snprintf(err, errlen, "agent.engine: '%s' is not a numeric address (nothing was changed)",
-			 np->agent.engine.host);
-		free(np);
-		return NULL;
-	}
-
-	json_t *added = json_array(), *removed = json_array();
-	for (uint32_t i = 0; i < np->n_tenants; i++)
-		if (!fg_policy_tenant_by_name(st->policy, np->tenants[i].name))
-			json_array_append_new(added, json_string(np->tenants[i].name));
-	for (uint32_t i = 0; i < st->policy->n_tenants; i++)
-		if (!fg_policy_tenant_by_name(np, st->policy->tenants[i].name))
-			json_array_append_new(removed, json_string(st->policy->tenants[i].name));
-
-	/* proxy first: the only step that can fail (memory) leaves it unchanged */
-	if (fg_proxy_apply_policy(st, np)) {
-		snprintf(err, errlen, "out of memory applying the policy (nothing was changed)");
-		json_decref(added);
-		json_decref(removed);
-		free(np);
-		return NULL;
-	}
-	if (st->kernel && fg_kernel_apply_policy(st, np))
-		fprintf(stderr, "fairgated: policy apply: kernel maps not fully updated\n");
-	struct fg_policy *old = st->policy;
-	st->policy = np;
-	fg_cost_model_init_policy(&st->cm, np);
-	free(old);
-	fg_proxy_publish_all(st);
-	fprintf(stderr, "fairgated: applied policy %s: %u tenants (%zu added, %zu removed)\n",
-		file ? file : "", np->n_tenants, json_array_size(added), json_array_size(removed));
-	return json_pack("{s:s, s:i, s:o, s:o}", "file", file ? file : "", "tenants",
-			 (int)np->n_tenants, "added", added, "removed", removed);
+	return fg_agent_apply_policy(st, np, file, err, errlen);
 }
 
 void fg_ctl_proxy_register(void)

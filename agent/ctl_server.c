@@ -399,8 +399,14 @@ const char *fg_ctl_path(const char *flag)
 
 json_t *fg_ctl_call(const char *sock_path, json_t *req, char *err, size_t errlen)
 {
+	return fg_ctl_call_within(sock_path, req, CALL_TIMEOUT_S * 1000u, err, errlen);
+}
+
+json_t *fg_ctl_call_within(const char *sock_path, json_t *req, unsigned timeout_ms, char *err,
+			   size_t errlen)
+{
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
-	struct timeval tv = { .tv_sec = CALL_TIMEOUT_S };
+	struct timeval tv = { .tv_sec = timeout_ms / 1000, .tv_usec = (timeout_ms % 1000) * 1000 };
 	char *line = NULL, *s;
 	size_t len = 0, cap = 0;
 	json_error_t jerr;
@@ -452,10 +458,13 @@ json_t *fg_ctl_call(const char *sock_path, json_t *req, char *err, size_t errlen
 		char *nl;
 
 		if (n <= 0) {
-			snprintf(err, errlen, "%s: %s", sock_path,
-				 n == 0 ? "fairgated closed the connection without answering"
-					: errno == EAGAIN ? "no answer from fairgated within 10 s"
-							  : strerror(errno));
+			if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+				snprintf(err, errlen, "%s: no answer from fairgated within %u ms",
+					 sock_path, timeout_ms);
+			else
+				snprintf(err, errlen, "%s: %s", sock_path,
+					 n == 0 ? "fairgated closed the connection without answering"
+						: strerror(errno));
 			goto out;
 		}
 		if (len + (size_t)n > MAX_LINE) {

@@ -21,6 +21,9 @@ void fg_ctl_server_stop(struct fg_agent_state *st);
 /* Client side, for fairgatectl: send req, wait for the reply line.
  * Returns the parsed reply or NULL with err filled. */
 json_t *fg_ctl_call(const char *sock_path, json_t *req, char *err, size_t errlen);
+/* The same, giving up after timeout_ms (fg_ctl_call waits 10 s). */
+json_t *fg_ctl_call_within(const char *sock_path, json_t *req, unsigned timeout_ms, char *err,
+			   size_t errlen);
 /* The socket a fairgatectl command talks to: its --ctl, else a non-empty
  * FAIRGATE_CTL, else FG_CTL_SOCK_PATH. */
 const char *fg_ctl_path(const char *flag);

@@ -68,6 +68,42 @@ static void print_scheduling(const json_t *sc)
 		       num(pk, "window_s"));
 }
 
+/* gate (XDP): on eth0 (native); off on eth9: no such interface */
+static void print_gate(const json_t *g)
+{
+	const json_t *ifaces = json_object_get(g, "interfaces");
+	size_t i;
+	json_t *f;
+
+	if (!g)
+		return;
+	printf("gate (XDP)%s:", json_is_true(json_object_get(g, "auto")) ? " [interfaces: auto]" : "");
+	if (!json_array_size(ifaces))
+		printf(" off: %s\n", json_object_get(g, "note") ? str(g, "note") : "no interfaces in the policy");
+	else
+		putchar('\n');
+	json_array_foreach(ifaces, i, f) {
+		if (json_is_true(json_object_get(f, "attached")))
+			printf("  on %s (%s)\n", str(f, "name"), str(f, "mode"));
+		else
+			printf("  off on %s: %s\n", str(f, "name"), str(f, "error"));
+	}
+}
+
+static void print_watch(const json_t *w)
+{
+	if (!w)
+		return;
+	if (!json_is_true(json_object_get(w, "on"))) {
+		printf("policy watch: off (changes take `fairgatectl policy apply`)\n");
+		return;
+	}
+	printf("policy watch: on; %.0f changes applied, %.0f refused", num(w, "applied"), num(w, "refused"));
+	if (json_object_get(w, "last_result"))
+		printf("; last, %.0fs ago: %s", num(w, "last_change_age_s"), str(w, "last_result"));
+	putchar('\n');
+}
+
 static void print_human(const json_t *r)
 {
 	const json_t *req = json_object_get(r, "requests");
@@ -77,8 +113,14 @@ static void print_human(const json_t *r)
 	printf("fairgated: %s mode, listening on %s, engine %s, metrics %s%s, up %.0fs\n",
 	       str(r, "mode"), str(r, "listen"), str(r, "engine"),
 	       strcmp(metrics, "off") ? "on " : "", metrics, num(r, "uptime_s"));
-	printf("kernel enforcement: %s\n",
-	       json_is_true(json_object_get(r, "kernel_enforcement")) ? "on" : "off (proxy and metering only)");
+	if (json_is_true(json_object_get(r, "kernel_enforcement")))
+		printf("kernel enforcement: on\n");
+	else
+		printf("kernel enforcement: off (proxy and metering only)%s%s\n",
+		       json_object_get(r, "kernel_off_reason") ? ": " : "",
+		       json_object_get(r, "kernel_off_reason") ? str(r, "kernel_off_reason") : "");
+	print_gate(json_object_get(r, "gate"));
+	print_watch(json_object_get(r, "policy_watch"));
 	const json_t *ix = json_object_get(r, "source_index");
 	if (ix)
 		printf("source index: %s, %.0f learned + %.0f CIDRs%s, %.0f rebuilds (%.0f failed, %.0f redone)\n",

@@ -14,15 +14,16 @@ struct command {
 
 static const struct command commands[] = {
 	{ "plan", NULL, fg_cmd_plan,
-	  "plan --policy FILE [--json] [--rps R --in I --out O] [--context N]" },
-	{ "policy", "check", fg_cmd_policy_check, "policy check FILE [--json]" },
-	{ "policy", "apply", fg_cmd_policy_apply, "policy apply FILE [--json]" },
+	  "plan --policy FILE [--tenants FILE] [--json] [--rps R --in I --out O] [--context N]" },
+	{ "policy", "check", fg_cmd_policy_check, "policy check FILE [--tenants FILE] [--json]" },
+	{ "policy", "apply", fg_cmd_policy_apply, "policy apply FILE [--tenants FILE] [--json]" },
 	{ "tenant", "list", fg_cmd_tenant_list, "tenant list [--json]" },
 	{ "tenant", "show", fg_cmd_tenant_show, "tenant show NAME [--json]" },
 	{ "tenant", "deny", fg_cmd_tenant_deny,
 	  "tenant deny NAME --mode delay|shed --for DURATION [--json]" },
 	{ "tenant", "allow", fg_cmd_tenant_allow, "tenant allow NAME [--json]" },
 	{ "status", NULL, fg_cmd_status, "status [--json]" },
+	{ "health", NULL, fg_cmd_health, "health [--ready] [--timeout SECONDS] [--json]" },
 };
 
 static void usage(FILE *f)

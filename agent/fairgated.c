@@ -1,6 +1,7 @@
 /* fairgated.c — the node agent's entry point: read the policy, take
  * ownership of the kernel state, serve the control socket and the proxy on
- * one epoll loop, stop cleanly on SIGINT/SIGTERM. */
+ * one epoll loop, watch the policy files, stop cleanly on SIGINT/SIGTERM. */
+#include <arpa/inet.h>
 #include <getopt.h>
 #include <signal.h>
 #include <stdio.h>
@@ -10,20 +11,34 @@
 #include <unistd.h>
 
 #include "agent/agent.h"
+#include "agent/capabilities.h"
+#include "agent/ctl_agent.h"
 #include "agent/ctl_server.h"
 #include "agent/kernel.h"
+#include "agent/policy_apply.h"
+#include "agent/policy_watch.h"
 #include "agent/proxy.h"
 
 static void usage(FILE *f)
 {
 	fprintf(f,
-		"usage: fairgated --policy FILE [--ctl PATH] [--pin-dir DIR] [--cleanup] [--no-bpf]\n"
+		"usage: fairgated --policy FILE [--tenants FILE] [--metrics-address ADDR] [--ctl PATH]\n"
+		"                 [--pin-dir DIR] [--cleanup] [--no-bpf] [--no-watch]\n"
+		"       fairgated --capabilities | --mount-bpffs\n"
 		"  --policy FILE   policy file (YAML or JSON)\n"
+		"  --tenants FILE  the policy's tenants, in a file of their own (a mapping with\n"
+		"                  the one key `tenants`; the policy file then has none)\n"
+		"  --metrics-address ADDR\n"
+		"                  serve metrics on ADDR (the node's address) at the port of\n"
+		"                  agent.metrics_listen\n"
 		"  --ctl PATH      control socket (default " FG_CTL_SOCK_PATH ")\n"
 		"  --pin-dir DIR   where maps are pinned (default /sys/fs/bpf/fairgate)\n"
 		"  --cleanup       unpin the maps on exit (default: keep them, so a restart\n"
 		"                  keeps deny windows and counters)\n"
-		"  --no-bpf        proxy and meter only, without kernel enforcement\n");
+		"  --no-bpf        proxy and meter only, without kernel enforcement\n"
+		"  --no-watch      do not re-apply the policy files when they change\n"
+		"  --capabilities  print the capabilities kernel enforcement needs, and why\n"
+		"  --mount-bpffs   mount bpffs at /sys/fs/bpf unless it is one, then exit\n");
 }
 
 static void on_signal(struct fg_loop *loop, int fd, uint32_t events, void *ctx)
@@ -37,6 +52,30 @@ static void on_signal(struct fg_loop *loop, int fd, uint32_t events, void *ctx)
 	}
 }
 
+static bool numeric_address(const char *s)
+{
+	unsigned char buf[16];
+
+	return inet_pton(AF_INET, s, buf) == 1 || inet_pton(AF_INET6, s, buf) == 1;
+}
+
+/* The DaemonSet's init container: a privileged, Bidirectional-propagation
+ * mount of the node's /sys/fs/bpf, so the agent itself needs no
+ * CAP_SYS_ADMIN and never mounts a private bpffs its pins would vanish with. */
+static int mount_bpffs(void)
+{
+	char err[256];
+	int rc = fg_kernel_mount_bpffs(err, sizeof(err));
+
+	if (rc < 0) {
+		fprintf(stderr, "fairgated: %s\n", err);
+		return 1;
+	}
+	fprintf(stderr, "fairgated: %s\n", rc ? "mounted bpffs at /sys/fs/bpf"
+					     : "/sys/fs/bpf is a bpffs already");
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	static const struct option longopts[] = {
@@ -45,6 +84,11 @@ int main(int argc, char **argv)
 		{ "pin-dir", required_argument, NULL, 'd' },
 		{ "cleanup", no_argument, NULL, 'C' },
 		{ "no-bpf", no_argument, NULL, 'N' },
+		{ "tenants", required_argument, NULL, 't' },
+		{ "metrics-address", required_argument, NULL, 'm' },
+		{ "no-watch", no_argument, NULL, 'W' },
+		{ "capabilities", no_argument, NULL, 'K' },
+		{ "mount-bpffs", no_argument, NULL, 'B' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 }
 	};
@@ -53,6 +97,7 @@ int main(int argc, char **argv)
 	int opt, rc = 1;
 
 	st.opts.ctl_path = FG_CTL_SOCK_PATH;
+	st.opts.watch = true;
 	while ((opt = getopt_long(argc, argv, "p:h", longopts, NULL)) != -1) {
 		switch (opt) {
 		case 'p': st.opts.policy_path = optarg; break;
@@ -60,6 +105,11 @@ int main(int argc, char **argv)
 		case 'd': st.opts.pin_dir = optarg; break;
 		case 'C': st.opts.cleanup = true; break;
 		case 'N': st.opts.no_bpf = true; break;
+		case 't': st.opts.tenants_path = optarg; break;
+		case 'm': st.opts.metrics_address = optarg; break;
+		case 'W': st.opts.watch = false; break;
+		case 'K': fg_caps_print(); return 0;
+		case 'B': return mount_bpffs();
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;
 		}
@@ -69,14 +119,28 @@ int main(int argc, char **argv)
 		return 2;
 	}
 
+	if (st.opts.metrics_address && !numeric_address(st.opts.metrics_address)) {
+		fprintf(stderr, "fairgated: --metrics-address %s: not a numeric IPv4 or IPv6 address\n",
+			st.opts.metrics_address);
+		return 2;
+	}
+	/* The texts the running policy comes from, for the watch to compare. */
 	struct fg_policy_error perr;
-	st.policy = malloc(sizeof(*st.policy));
-	if (!st.policy || fg_policy_parse_file(st.opts.policy_path, st.policy, &perr)) {
-		if (st.policy) {
-			fg_policy_error_format(&perr, err, sizeof(err));
-			fprintf(stderr, "%s\n", err);
-		}
-		free(st.policy);
+	char *text = NULL, *ttext = NULL;
+	size_t len = 0, tlen = 0;
+	if (fg_policy_read_file(st.opts.policy_path, &text, &len, &perr) ||
+	    (st.opts.tenants_path && fg_policy_read_file(st.opts.tenants_path, &ttext, &tlen, &perr))) {
+		fg_policy_error_format(&perr, err, sizeof(err));
+		fprintf(stderr, "%s\n", err);
+		free(text);
+		return 2;
+	}
+	st.policy = fg_agent_parse_policy(&st.opts, text, len, st.opts.policy_path, ttext, tlen,
+					  st.opts.tenants_path, err, sizeof(err));
+	if (!st.policy) {
+		fprintf(stderr, "%s\n", err);
+		free(text);
+		free(ttext);
 		return 2;
 	}
 	fg_cost_model_init_policy(&st.cm, st.policy);
@@ -101,9 +165,12 @@ int main(int argc, char **argv)
 
 	if (st.opts.no_bpf) {
 		fprintf(stderr, "fairgated: kernel enforcement off (--no-bpf); proxying and metering only\n");
+		snprintf(st.kernel_off, sizeof(st.kernel_off), "--no-bpf");
 	} else if (fg_kernel_open(&st, err, sizeof(err))) {
 		fprintf(stderr, "fairgated: kernel enforcement off: %s\n", err);
+		snprintf(st.kernel_off, sizeof(st.kernel_off), "%s", err);
 	}
+	fg_ctl_agent_register();
 	if (fg_ctl_server_start(&st, err, sizeof(err))) {
 		fprintf(stderr, "fairgated: control socket: %s\n", err);
 		goto out;
@@ -112,11 +179,20 @@ int main(int argc, char **argv)
 		fprintf(stderr, "fairgated: proxy: %s\n", err);
 		goto out;
 	}
+	if (st.opts.watch && fg_policy_watch_start(&st, text, ttext, err, sizeof(err)))
+		fprintf(stderr, "fairgated: policy watch off: %s; apply changes with "
+			"`fairgatectl policy apply`\n", err);
+	free(text);
+	free(ttext);
+	text = ttext = NULL;
 	fprintf(stderr, "fairgated: running with %u tenants, %u tiers\n", st.policy->n_tenants,
 		st.policy->n_tiers);
 	rc = fg_loop_run(st.loop) ? 1 : 0;
 
 out:
+	free(text);
+	free(ttext);
+	fg_policy_watch_stop(&st);
 	fg_proxy_stop(&st);
 	fg_ctl_server_stop(&st);
 	fg_kernel_close(&st);

@@ -1,8 +1,10 @@
 /* kernel.c — fairgated owns the BPF datapath: mount bpffs, load `gate`
  * with its maps pinned by name (reused across restarts, so deny windows and
  * counters survive), fill them from the policy, attach XDP to the policy's
- * interfaces, drain sampled shed events, and detach on exit. The publish
- * functions the proxy calls are thin wrappers over kernel_maps.c. */
+ * interfaces (or where the default route goes: `interfaces: auto`; one that
+ * is missing turns off gate there only), drain sampled shed events, and
+ * detach on exit. The publish functions the proxy calls are thin wrappers
+ * over kernel_maps.c. */
 #include "agent/kernel.h"
 
 #include <errno.h>
@@ -21,6 +23,8 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 
+#include "agent/capabilities.h"
+#include "agent/default_route.h"
 #include "agent/kernel_internal.h"
 #include "agent/kernel_maps.h"
 #include "agent/src_index.h"
@@ -62,10 +66,17 @@ void fg_kernel_explain(char *err, size_t errlen, const char *what, int e)
 {
 	if (e < 0)
 		e = -e;
-	if (e == EPERM || e == EACCES)
-		snprintf(err, errlen, "%s: %s — fairgated needs CAP_BPF and CAP_NET_ADMIN (or root)",
-			 what, strerror(e));
-	else if (e == ENOSYS)
+	if (e == EPERM || e == EACCES) {
+		char missing[128];
+
+		if (fg_caps_missing(missing, sizeof(missing)))
+			snprintf(err, errlen, "%s: %s — fairgated lacks %s (`fairgated --capabilities` "
+				 "lists what it needs and why)", what, strerror(e), missing);
+		else
+			snprintf(err, errlen, "%s: %s, although fairgated has every capability it needs: "
+				 "a seccomp profile (a container runtime's default allows bpf() only "
+				 "with CAP_SYS_ADMIN) or a security module refuses it", what, strerror(e));
+	} else if (e == ENOSYS)
 		snprintf(err, errlen, "%s: the kernel has no bpf() syscall (CONFIG_BPF_SYSCALL)", what);
 	else if (strstr(libbpf_last, "reuse pinned map"))
 		snprintf(err, errlen,
@@ -77,20 +88,30 @@ void fg_kernel_explain(char *err, size_t errlen, const char *what, int e)
 		snprintf(err, errlen, "%s: %s", what, strerror(e));
 }
 
+int fg_kernel_mount_bpffs(char *err, size_t errlen)
+{
+	struct statfs sfs;
+
+	if (!statfs(BPFFS_ROOT, &sfs) && sfs.f_type == BPF_FS_MAGIC)
+		return 0;
+	mkdir(BPFFS_ROOT, 0700);
+	if (mount("bpf", BPFFS_ROOT, "bpf", 0, "mode=0700")) {
+		snprintf(err, errlen,
+			 "mounting bpffs at " BPFFS_ROOT ": %s — fairgated needs "
+			 "CAP_SYS_ADMIN to mount it, or mount it beforehand "
+			 "(`fairgated --mount-bpffs`, the DaemonSet's init container)",
+			 strerror(errno));
+		return -1;
+	}
+	return 1;
+}
+
 static int prepare_pin_dir(const char *pin_dir, char *err, size_t errlen)
 {
 	struct statfs sfs;
 
-	if (statfs(BPFFS_ROOT, &sfs) || sfs.f_type != BPF_FS_MAGIC) {
-		mkdir(BPFFS_ROOT, 0700);
-		if (mount("bpf", BPFFS_ROOT, "bpf", 0, "mode=0700")) {
-			snprintf(err, errlen,
-				 "mounting bpffs at " BPFFS_ROOT ": %s — fairgated needs "
-				 "CAP_SYS_ADMIN to mount it, or mount it beforehand",
-				 strerror(errno));
-			return -1;
-		}
-	}
+	if (fg_kernel_mount_bpffs(err, errlen) < 0)
+		return -1;
 	if (mkdir(pin_dir, 0700) && errno != EEXIST) {
 		snprintf(err, errlen, "creating pin dir %s: %s", pin_dir, strerror(errno));
 		return -1;
@@ -164,12 +185,54 @@ static int prog_name_by_id(uint32_t id, char *name, size_t len)
 	return 0;
 }
 
+static void gate_pin_path(const struct fg_kernel *k, char *path, size_t len)
+{
+	if (snprintf(path, len, "%s/%s", k->pin_dir, FG_PIN_GATE_PROG) >= (int)len)
+		path[0] = '\0';
+}
+
+/* The id of the gate program a predecessor pinned while it was attached. */
+static uint32_t pinned_gate_id(const struct fg_kernel *k)
+{
+	struct bpf_prog_info info = { 0 };
+	uint32_t len = sizeof(info);
+	char path[PATH_MAX];
+	int fd;
+
+	gate_pin_path(k, path, sizeof(path));
+	if (!path[0] || (fd = bpf_obj_get(path)) < 0)
+		return 0;
+	if (bpf_obj_get_info_by_fd(fd, &info, &len))
+		info.id = 0;
+	close(fd);
+	return info.id;
+}
+
+/* While gate is attached its program is pinned beside the maps (the id a
+ * restarted fairgated recognises it by); with nothing attached, no pin. */
+static void pin_gate_as_needed(struct fg_kernel *k)
+{
+	char path[PATH_MAX];
+
+	gate_pin_path(k, path, sizeof(path));
+	if (!path[0])
+		return;
+	if (unlink(path) && errno != ENOENT)
+		fprintf(stderr, "fairgated: removing %s: %s\n", path, strerror(errno));
+	if (k->n_links && bpf_obj_pin(bpf_program__fd(k->gate->progs.fg_gate), path))
+		fprintf(stderr, "fairgated: pinning %s: %s; a fairgated restarted after a crash "
+			"needs CAP_SYS_ADMIN to replace this gate\n", path, strerror(errno));
+}
+
 /* A gate left attached by a fairgated that died without cleaning up is ours
- * to replace; anybody else's program is not. */
-static int clear_stale_gate(int ifindex, const char *ifname, char *err, size_t errlen)
+ * to replace; anybody else's program is not. Ours is the one pinned beside
+ * the maps; an older fairgated's (which pinned none) is known by name,
+ * which takes CAP_SYS_ADMIN to read. */
+static int clear_stale_gate(struct fg_kernel *k, int ifindex, const char *ifname, char *err,
+			    size_t errlen)
 {
 	LIBBPF_OPTS(bpf_xdp_query_opts, q);
-	char name[BPF_OBJ_NAME_LEN];
+	char name[BPF_OBJ_NAME_LEN] = "";
 	uint32_t id, flags;
 
 	if (bpf_xdp_query(ifindex, 0, &q))
@@ -179,11 +242,12 @@ static int clear_stale_gate(int ifindex, const char *ifname, char *err, size_t e
 	id = q.attach_mode == XDP_ATTACHED_SKB ? q.skb_prog_id : q.drv_prog_id;
 	if (!id)
 		id = q.prog_id;
-	if (prog_name_by_id(id, name, sizeof(name)) || strcmp(name, GATE_PROG_NAME)) {
+	if (id != k->stale_gate_id &&
+	    (prog_name_by_id(id, name, sizeof(name)) || strcmp(name, GATE_PROG_NAME))) {
 		snprintf(err, errlen,
 			 "XDP attach to %s failed: program '%s' (id %u) is already attached; "
-			 "fairgated does not replace another program", ifname,
-			 prog_name_by_id(id, name, sizeof(name)) ? "?" : name, id);
+			 "fairgated does not replace another program", ifname, name[0] ? name : "?",
+			 id);
 		return -1;
 	}
 	flags = q.attach_mode == XDP_ATTACHED_SKB ? XDP_FLAGS_SKB_MODE : XDP_FLAGS_DRV_MODE;
@@ -193,8 +257,18 @@ static int clear_stale_gate(int ifindex, const char *ifname, char *err, size_t e
 
 _Static_assert(FG_IFNAME_MAX == IF_NAMESIZE, "the policy's interface names are the kernel's");
 
+static void copy_ifname(char dst[FG_IFNAME_MAX], const char *src)
+{
+	size_t n = strnlen(src, FG_IFNAME_MAX - 1);
+
+	memcpy(dst, src, n);
+	dst[n] = '\0';
+}
+
+/* Attach gate to one interface: 0, or -1 with err; *denied when the kernel
+ * refused for want of privilege (then nothing else of the datapath works). */
 static int attach_one(struct fg_kernel *k, const char *ifname, enum fg_xdp_mode mode, char *err,
-		      size_t errlen)
+		      size_t errlen, bool *denied)
 {
 	int prog_fd = bpf_program__fd(k->gate->progs.fg_gate);
 	int ifindex = (int)if_nametoindex(ifname);
@@ -206,7 +280,7 @@ static int attach_one(struct fg_kernel *k, const char *ifname, enum fg_xdp_mode 
 		snprintf(err, errlen, "XDP attach to %s failed: no such interface", ifname);
 		return -1;
 	}
-	if (clear_stale_gate(ifindex, ifname, err, errlen))
+	if (clear_stale_gate(k, ifindex, ifname, err, errlen))
 		return -1;
 	if (mode == FG_XDP_NATIVE) {
 		rc = bpf_xdp_attach(ifindex, prog_fd, flags | XDP_FLAGS_DRV_MODE, NULL);
@@ -216,6 +290,7 @@ static int attach_one(struct fg_kernel *k, const char *ifname, enum fg_xdp_mode 
 		}
 		if (rc == -EPERM || rc == -EACCES) {
 			fg_kernel_explain(err, errlen, "XDP attach", rc);
+			*denied = true;
 			return -1;
 		}
 		fprintf(stderr, "fairgated: %s: native XDP failed (%s), falling back to generic\n",
@@ -225,8 +300,9 @@ static int attach_one(struct fg_kernel *k, const char *ifname, enum fg_xdp_mode 
 	if (rc) {
 		char what[64];
 
-		snprintf(what, sizeof(what), "XDP attach to %s", ifname);
+		snprintf(what, sizeof(what), "XDP attach to %.16s", ifname);
 		fg_kernel_explain(err, errlen, what, rc);
+		*denied = rc == -EPERM || rc == -EACCES;
 		return -1;
 	}
 	flags |= XDP_FLAGS_SKB_MODE;
@@ -234,7 +310,7 @@ attached:
 	l = &k->links[k->n_links++];
 	l->ifindex = ifindex;
 	l->flags = flags & ~XDP_FLAGS_UPDATE_IF_NOEXIST;
-	snprintf(l->ifname, sizeof(l->ifname), "%s", ifname);
+	copy_ifname(l->ifname, ifname);
 	fprintf(stderr, "fairgated: gate attached to %s (%s)\n", ifname,
 		(flags & XDP_FLAGS_DRV_MODE) ? "native" : "generic");
 	return 0;
@@ -268,6 +344,67 @@ static void detach_all(struct fg_kernel *k)
 	}
 	k->n_links = 0;
 	publish_gate_ifindexes(k);
+}
+
+/* Every interface of the policy, or where the default routes go. One that
+ * cannot take gate (missing, another program there, no XDP) is one log
+ * line and gate off there only: steer, the maps and the proxy go on. Only
+ * a refusal for want of privilege fails the whole datapath. */
+static int attach_gates(struct fg_kernel *k, const struct fg_agent *ag, char *err, size_t errlen)
+{
+	char names[FG_MAX_IFACES][FG_IFNAME_MAX];
+	int n = 0;
+
+	if (ag->interfaces_auto) {
+		n = fg_default_route_ifaces(names, FG_MAX_IFACES, k->gate_note, sizeof(k->gate_note));
+		if (n <= 0) {
+			fprintf(stderr, "fairgated: gate (XDP) off: interfaces: auto: %s\n", k->gate_note);
+			return 0;
+		}
+		k->gate_note[0] = '\0';
+	} else {
+		for (uint32_t i = 0; i < ag->n_interfaces && i < FG_MAX_IFACES; i++)
+			copy_ifname(names[n++], ag->interfaces[i]);
+	}
+	for (int i = 0; i < n; i++) {
+		struct fg_xdp_off *off = &k->off[k->n_off];
+		bool denied = false;
+
+		if (!attach_one(k, names[i], ag->xdp_mode, off->why, sizeof(off->why), &denied))
+			continue;
+		if (denied) {
+			snprintf(err, errlen, "%s", off->why);
+			return -1;
+		}
+		copy_ifname(off->ifname, names[i]);
+		k->n_off++;
+		fprintf(stderr, "fairgated: gate (XDP) off on %s: %s\n", names[i], off->why);
+	}
+	return 0;
+}
+
+void fg_kernel_gate_status(const struct fg_agent_state *st, struct fg_gate_status *out)
+{
+	const struct fg_kernel *k = st->kernel;
+
+	memset(out, 0, sizeof(*out));
+	out->auto_ifaces = st->policy && st->policy->agent.interfaces_auto;
+	if (!k) {
+		snprintf(out->note, sizeof(out->note), "kernel enforcement is off");
+		return;
+	}
+	for (int i = 0; i < k->n_links && out->n < FG_MAX_IFACES; i++) {
+		struct fg_gate_iface *g = &out->ifaces[out->n++];
+		copy_ifname(g->ifname, k->links[i].ifname);
+		g->attached = true;
+		g->native = k->links[i].flags & XDP_FLAGS_DRV_MODE;
+	}
+	for (int i = 0; i < k->n_off && out->n < FG_MAX_IFACES; i++) {
+		struct fg_gate_iface *g = &out->ifaces[out->n++];
+		copy_ifname(g->ifname, k->off[i].ifname);
+		snprintf(g->why, sizeof(g->why), "%s", k->off[i].why);
+	}
+	snprintf(out->note, sizeof(out->note), "%s", k->gate_note);
 }
 
 /* ---- shed events ---- */
@@ -361,9 +498,10 @@ int fg_kernel_open(struct fg_agent_state *st, char *err, size_t errlen)
 		err[0] = '\0';
 	}
 
-	for (uint32_t i = 0; i < ag->n_interfaces && i < FG_MAX_IFACES; i++)
-		if (attach_one(k, ag->interfaces[i], ag->xdp_mode, err, errlen))
-			goto fail;
+	k->stale_gate_id = pinned_gate_id(k);
+	if (attach_gates(k, ag, err, errlen))
+		goto fail;
+	pin_gate_as_needed(k);
 	publish_gate_ifindexes(k);
 
 	k->shed_rb = ring_buffer__new(k->maps.shed_events_fd, on_shed_event, k, NULL);
@@ -412,6 +550,9 @@ void fg_kernel_close(struct fg_agent_state *st)
 		ring_buffer__free(k->shed_rb);
 	}
 	detach_all(k);
+	/* Only here: a start that failed leaves a dead predecessor's pin (and
+	 * its gate) for the next start to recognise. */
+	pin_gate_as_needed(k);
 	fg_maps_close(&k->maps);
 	if (st->opts.cleanup) {
 		if (bpf_object__unpin_maps(k->gate->obj, NULL))

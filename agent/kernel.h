@@ -76,6 +76,27 @@ int fg_kernel_steer_listener(struct fg_agent_state *st, int listen_fd);
 int fg_kernel_steer_private_port(struct fg_agent_state *st, uint16_t port);
 /* Whether steer is attached (transparent mode with kernel enforcement). */
 bool fg_kernel_steering(const struct fg_agent_state *st);
+/* Where gate (XDP) runs and where it does not, for `fairgatectl status`:
+ * every interface of the policy (or that `interfaces: auto` found), attached
+ * or with the reason it is not; a missing interface turns off gate there
+ * only. */
+struct fg_gate_iface {
+	char ifname[FG_IFNAME_MAX];
+	bool attached;
+	bool native;              /* attached in native (driver) mode, else generic */
+	char why[320];            /* not attached: why */
+};
+struct fg_gate_status {
+	bool auto_ifaces;         /* the policy said `interfaces: auto` */
+	int n;
+	struct fg_gate_iface ifaces[FG_MAX_IFACES];
+	char note[200];           /* nothing to attach to: why ("" otherwise) */
+};
+void fg_kernel_gate_status(const struct fg_agent_state *st, struct fg_gate_status *out);
+/* Mount bpffs at /sys/fs/bpf unless it is one already: 1 mounted, 0 it
+ * was, -1 with err (needs CAP_SYS_ADMIN). `fairgated --mount-bpffs`. */
+int fg_kernel_mount_bpffs(char *err, size_t errlen);
+
 /* gate's source index: whether it answers now and its rebuilds so far;
  * false without kernel enforcement. */
 bool fg_kernel_source_index(struct fg_agent_state *st, struct fg_src_index_stats *out);

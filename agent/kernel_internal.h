@@ -20,12 +20,22 @@ struct fg_xdp_link {
 	char ifname[FG_IFNAME_MAX];
 };
 
+/* An interface of the policy gate is not attached to, and why. */
+struct fg_xdp_off {
+	char ifname[FG_IFNAME_MAX];
+	char why[320];
+};
+
 struct fg_kernel {
 	char pin_dir[PATH_MAX];
 	struct gate_bpf *gate;
 	struct fg_maps maps;
 	struct fg_xdp_link links[FG_MAX_IFACES];
 	int n_links;
+	struct fg_xdp_off off[FG_MAX_IFACES];
+	int n_off;
+	char gate_note[200];          /* interfaces: auto found none: why */
+	uint32_t stale_gate_id;       /* the gate a predecessor left pinned (0: none) */
 
 	struct ring_buffer *shed_rb;
 	uint64_t shed_events;         /* since the last log line */

@@ -47,6 +47,10 @@
 
 #define FG_PIN_STEER_LINK   "steer_link"   /* steer's netns bpf_link, pinned only
 					    * with agent.steer_fail_open: false */
+#define FG_PIN_GATE_PROG    "gate_prog"    /* the gate program while it is attached:
+					    * a restarted fairgated knows its
+					    * predecessor's gate by id, which needs
+					    * no CAP_SYS_ADMIN (naming it would) */
 
 #define FG_SHED_RING_BYTES  (256 * 1024)
 /* gate's RST for a SYN with at most this many bytes more than the RST's

@@ -109,6 +109,8 @@ struct fg_agent {
 	uint16_t protected_ports[FG_MAX_PORTS];
 	uint32_t n_interfaces;
 	char interfaces[FG_MAX_IFACES][FG_IFNAME_MAX];
+	bool interfaces_auto;               /* `interfaces: auto`: the agent attaches gate
+					     * where its namespace's default route goes */
 	enum fg_xdp_mode xdp_mode;
 	double deny_allowance_per_s;
 	double shed_rst_per_s;              /* RSTs per tenant per second gate may send; 0 = off */
@@ -161,6 +163,20 @@ int fg_policy_parse_buffer(const char *buf, size_t len, const char *filename,
 			   struct fg_policy *out, struct fg_policy_error *err);
 int fg_policy_parse_file(const char *path, struct fg_policy *out,
 			 struct fg_policy_error *err);
+/* A policy in two files: the tenants file is a mapping with the one key
+ * `tenants` (a Kubernetes Secret beside the policy's ConfigMap, say), the
+ * policy file has every other key and no `tenants`. They combine into one
+ * policy whose tenant list is the tenants file's; every error names the
+ * file its line is in. With tenants_buf / tenants_path NULL these are
+ * fg_policy_parse_buffer / fg_policy_parse_file. */
+int fg_policy_parse_split(const char *buf, size_t len, const char *filename,
+			  const char *tenants_buf, size_t tenants_len, const char *tenants_filename,
+			  struct fg_policy *out, struct fg_policy_error *err);
+int fg_policy_parse_files(const char *path, const char *tenants_path, struct fg_policy *out,
+			  struct fg_policy_error *err);
+/* A policy (or tenants) file's text, NUL-terminated, for parsing later;
+ * -1 with err naming the file (line 0) when it cannot be read. */
+int fg_policy_read_file(const char *path, char **text, size_t *len, struct fg_policy_error *err);
 
 /* "FILE:LINE:COL: message" into buf. */
 void fg_policy_error_format(const struct fg_policy_error *err, char *buf, size_t len);

@@ -15,6 +15,8 @@ int fg_pfail(struct fg_pctx *c, const struct fg_ynode *at, const char *fmt, ...)
 
 	c->err->line = at ? at->line : 1;
 	c->err->col = at ? at->col : 1;
+	if (at && at->source < 2 && c->files[at->source])
+		snprintf(c->err->file, sizeof(c->err->file), "%s", c->files[at->source]);
 	va_start(ap, fmt);
 	vsnprintf(c->err->message, sizeof(c->err->message), fmt, ap);
 	va_end(ap);
@@ -345,6 +347,12 @@ static int decode_field(struct fg_pctx *c, const struct fg_ynode *v, const struc
 		return f->decode(c, v, base, path);
 	}
 	return fg_pfail(c, v, "%s: internal error (unknown field kind)", path);
+}
+
+int fg_decode_value(struct fg_pctx *c, const struct fg_ynode *v, const struct fg_field *f,
+		    void *base, const char *path)
+{
+	return decode_field(c, v, f, base, path);
 }
 
 static int check_keys(struct fg_pctx *c, const struct fg_ynode *map, const struct fg_schema *s,

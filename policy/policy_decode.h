@@ -22,6 +22,7 @@ struct fg_pctx {
 	struct fg_policy *p;
 	struct fg_policy_error *err;
 	const struct fg_ynode *root;
+	const char *files[2];    /* by fg_ynode.source: the policy file, its tenants file */
 };
 
 enum fg_kind {
@@ -84,6 +85,9 @@ int fg_decode_map(struct fg_pctx *c, const struct fg_ynode *map, const struct fg
 		  void *base, const char *path, uint64_t *seen);
 
 /* Building blocks, also used by custom decoders. */
+/* One value against one field of a schema (as fg_decode_map would). */
+int fg_decode_value(struct fg_pctx *c, const struct fg_ynode *v, const struct fg_field *f,
+		    void *base, const char *path);
 int fg_decode_number(struct fg_pctx *c, const struct fg_ynode *n, const char *path, double *out);
 int fg_decode_string(struct fg_pctx *c, const struct fg_ynode *n, const char *path,
 		     const char **out);

@@ -1,6 +1,7 @@
 /* policy_parse.c — the policy file's entry points: read, load the YAML tree
  * (policy_yaml.c), decode it against the schema (policy_schema.c), check
- * what must be unique across tenants (policy_conflicts.c). All-or-nothing:
+ * what must be unique across tenants (policy_conflicts.c). A policy may keep
+ * its tenants in a second file (fg_policy_parse_split). All-or-nothing:
  * callers parse into a scratch struct and keep their old policy on -1. */
 #include <errno.h>
 #include <fcntl.h>
@@ -20,22 +21,115 @@ static void error_reset(struct fg_policy_error *err, const char *filename)
 	snprintf(err->file, sizeof(err->file), "%s", filename ? filename : "<policy>");
 }
 
-int fg_policy_parse_buffer(const char *buf, size_t len, const char *filename,
-			   struct fg_policy *out, struct fg_policy_error *err)
+/* The tenants file is a mapping with the one key `tenants`; anything else
+ * there belongs in the policy file. */
+static int check_tenants_file(const struct fg_ynode *root, const char *tenants_file,
+			      const char *policy_file, struct fg_policy_error *err)
 {
-	struct fg_ynode *root;
+	const struct fg_ynode *at = root;
+	const char *why = "a tenants file holds one mapping with the key 'tenants'";
+
+	if (root->type == FG_Y_MAP && fg_ymap_get(root, "tenants")) {
+		for (size_t i = 0; i < fg_ymap_len(root); i++) {
+			const struct fg_ynode *k = fg_ymap_key(root, i);
+			if (k->type == FG_Y_SCALAR && !strcmp(k->str, "tenants"))
+				continue;
+			snprintf(err->file, sizeof(err->file), "%s", tenants_file);
+			err->line = k->line;
+			err->col = k->col;
+			snprintf(err->message, sizeof(err->message),
+				 "a tenants file holds only 'tenants'; '%.60s' belongs in the policy file %.80s",
+				 k->type == FG_Y_SCALAR ? k->str : "?", policy_file);
+			return -1;
+		}
+		return 0;
+	}
+	if (root->type == FG_Y_MAP && fg_ymap_len(root))
+		at = fg_ymap_key(root, 0);
+	snprintf(err->file, sizeof(err->file), "%s", tenants_file);
+	err->line = at->line;
+	err->col = at->col;
+	snprintf(err->message, sizeof(err->message), "%s (tenants: [...])", why);
+	return -1;
+}
+
+int fg_policy_parse_split(const char *buf, size_t len, const char *filename,
+			  const char *tenants_buf, size_t tenants_len, const char *tenants_filename,
+			  struct fg_policy *out, struct fg_policy_error *err)
+{
+	struct fg_ynode *root, *troot = NULL;
+	const char *tfile = tenants_filename ? tenants_filename : "<tenants>";
 
 	error_reset(err, filename);
 	fg_policy_defaults(out);
 	if (fg_yaml_load(buf, len, &root, err))
 		return -1;
 
-	struct fg_pctx c = { .p = out, .err = err, .root = root };
-	int rc = fg_decode_map(&c, root, &fg_policy_schema, out, "", NULL);
+	/* fg_pfail writes err->file from c.files: keep the name apart from it */
+	char file[sizeof(err->file)];
+	snprintf(file, sizeof(file), "%s", err->file);
+	struct fg_pctx c = { .p = out, .err = err, .root = root,
+			     .files = { file, tenants_buf ? tfile : NULL } };
+	int rc = -1;
+
+	if (tenants_buf) {
+		struct fg_ynode *own = root->type == FG_Y_MAP ? fg_ymap_key_node(root, "tenants") : NULL;
+		if (own) {
+			fg_pfail(&c, own,
+				 "tenants come from the tenants file %.100s; remove them here, or give no tenants file",
+				 tfile);
+			goto out;
+		}
+		if (fg_yaml_load(tenants_buf, tenants_len, &troot, err)) {
+			snprintf(err->file, sizeof(err->file), "%s", tfile);
+			if (!strncmp(err->message, "policy file is empty", 20))
+				snprintf(err->message, sizeof(err->message),
+					 "tenants file is empty (expected tenants: [...])");
+			goto out;
+		}
+		fg_yaml_set_source(troot, 1);
+		if (check_tenants_file(troot, tfile, file, err))
+			goto out;
+		if (root->type == FG_Y_MAP) {
+			/* Borrow the tenants file's key and list into the policy's
+			 * mapping for the decode; given back before either is freed. */
+			size_t n = root->n;
+			for (size_t i = 0; i < troot->n; i += 2) {
+				if (strcmp(troot->items[i]->str, "tenants"))
+					continue;
+				if (root->n + 2 > root->cap) {
+					size_t cap = root->cap ? root->cap * 2 : 8;
+					struct fg_ynode **items = realloc(root->items, cap * sizeof(*items));
+					if (!items) {
+						fg_pfail(&c, NULL, "out of memory");
+						goto out;
+					}
+					root->items = items;
+					root->cap = cap;
+				}
+				root->items[root->n++] = troot->items[i];
+				root->items[root->n++] = troot->items[i + 1];
+			}
+			rc = fg_decode_map(&c, root, &fg_policy_schema, out, "", NULL);
+			if (rc == 0)
+				rc = fg_policy_check_conflicts(&c);
+			root->n = n;
+			goto out;
+		}
+	}
+	rc = fg_decode_map(&c, root, &fg_policy_schema, out, "", NULL);
 	if (rc == 0)
 		rc = fg_policy_check_conflicts(&c);
+out:
+	fg_yaml_free(troot);
 	fg_yaml_free(root);
 	return rc;
+}
+
+int fg_policy_parse_buffer(const char *buf, size_t len, const char *filename,
+			   struct fg_policy *out, struct fg_policy_error *err)
+{
+	return fg_policy_parse_split(buf, len, filename, NULL, 0, NULL, out, err);
 }
 
 static int file_error(struct fg_policy_error *err, const char *what, int errnum)
@@ -46,12 +140,14 @@ static int file_error(struct fg_policy_error *err, const char *what, int errnum)
 	return -1;
 }
 
-int fg_policy_parse_file(const char *path, struct fg_policy *out, struct fg_policy_error *err)
+int fg_policy_read_file(const char *path, char **text, size_t *len, struct fg_policy_error *err)
 {
 	struct stat st;
 	char *buf;
 	size_t got = 0;
 
+	*text = NULL;
+	*len = 0;
 	error_reset(err, path);
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
@@ -89,9 +185,33 @@ int fg_policy_parse_file(const char *path, struct fg_policy *out, struct fg_poli
 		got += (size_t)n;
 	}
 	close(fd);
-	int rc = fg_policy_parse_buffer(buf, got, path, out, err);
-	free(buf);
+	buf[got] = '\0';
+	*text = buf;
+	*len = got;
+	return 0;
+}
+
+int fg_policy_parse_files(const char *path, const char *tenants_path, struct fg_policy *out,
+			  struct fg_policy_error *err)
+{
+	char *text, *ttext = NULL;
+	size_t len, tlen = 0;
+
+	if (fg_policy_read_file(path, &text, &len, err))
+		return -1;
+	if (tenants_path && fg_policy_read_file(tenants_path, &ttext, &tlen, err)) {
+		free(text);
+		return -1;
+	}
+	int rc = fg_policy_parse_split(text, len, path, ttext, tlen, tenants_path, out, err);
+	free(ttext);
+	free(text);
 	return rc;
+}
+
+int fg_policy_parse_file(const char *path, struct fg_policy *out, struct fg_policy_error *err)
+{
+	return fg_policy_parse_files(path, NULL, out, err);
 }
 
 void fg_policy_error_format(const struct fg_policy_error *err, char *buf, size_t len)

@@ -382,12 +382,36 @@ static const struct fg_field timeouts_fields[] = {
 };
 static const struct fg_schema timeouts_schema = SCHEMA(timeouts_fields);
 
+/* `interfaces: auto` (wherever the default route of the agent's network
+ * namespace goes: one ConfigMap for nodes whose NICs are named apart) or a
+ * list of names. */
+static const struct fg_field interface_list =
+	LIST("interfaces", FG_K_IFACES, struct fg_agent, interfaces, n_interfaces, 0);
+
+static int decode_interfaces(struct fg_pctx *c, const struct fg_ynode *v, void *base,
+			     const char *path)
+{
+	struct fg_agent *a = base;
+	char q[64];
+
+	if (v->type == FG_Y_SCALAR && v->plain && !strcmp(v->str, "auto")) {
+		a->interfaces_auto = true;
+		a->n_interfaces = 0;
+		return 0;
+	}
+	if (v->type != FG_Y_SEQ)
+		return fg_pfail(c, v, "%s must be auto or a list of interface names, got %s", path,
+				fg_quote(v, q, sizeof(q)));
+	a->interfaces_auto = false;
+	return fg_decode_value(c, v, &interface_list, base, path);
+}
+
 static const struct fg_field agent_fields[] = {
 	ENUM("mode", struct fg_agent, mode, agent_modes),
 	STR("listen", FG_K_HOSTPORT, struct fg_agent, listen, 0),
 	STR("engine", FG_K_HOSTPORT, struct fg_agent, engine, 0),
 	LIST("protected_ports", FG_K_PORTS, struct fg_agent, protected_ports, n_protected_ports, 0),
-	LIST("interfaces", FG_K_IFACES, struct fg_agent, interfaces, n_interfaces, 0),
+	CUSTOM("interfaces", decode_interfaces, 0),
 	ENUM("xdp_mode", struct fg_agent, xdp_mode, xdp_modes),
 	DBL("deny_allowance_per_s", struct fg_agent, deny_allowance_per_s, 0, 1e6, 0),
 	DBL("shed_rst_per_s", struct fg_agent, shed_rst_per_s, 0, 1e7, GT | FG_F_OFF),

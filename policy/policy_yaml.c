@@ -313,6 +313,15 @@ void fg_yaml_free(struct fg_ynode *node)
 	free(node);
 }
 
+void fg_yaml_set_source(struct fg_ynode *node, unsigned char source)
+{
+	if (!node)
+		return;
+	node->source = source;
+	for (size_t i = 0; i < node->n; i++)
+		fg_yaml_set_source(node->items[i], source);
+}
+
 struct fg_ynode *fg_ymap_key_node(const struct fg_ynode *m, const char *key)
 {
 	if (m->type != FG_Y_MAP)

@@ -22,6 +22,8 @@ enum fg_ynode_type { FG_Y_SCALAR, FG_Y_SEQ, FG_Y_MAP };
 struct fg_ynode {
 	enum fg_ynode_type type;
 	unsigned line, col;        /* 1-based */
+	unsigned char source;      /* which input it came from: 0 the policy file,
+				    * 1 its tenants file (fg_yaml_set_source) */
 	/* scalars */
 	char *str;                 /* NUL-terminated copy; may hold inner NULs */
 	size_t len;
@@ -36,6 +38,8 @@ struct fg_ynode {
 int fg_yaml_load(const char *buf, size_t len, struct fg_ynode **root,
 		 struct fg_policy_error *err);
 void fg_yaml_free(struct fg_ynode *node);
+/* Mark a tree as loaded from input `source` (errors then name that file). */
+void fg_yaml_set_source(struct fg_ynode *node, unsigned char source);
 
 /* Mapping helpers: number of pairs, i-th key/value, value by key (NULL). */
 static inline size_t fg_ymap_len(const struct fg_ynode *m) { return m->n / 2; }

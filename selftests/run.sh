@@ -14,6 +14,8 @@ set -u
 BUILD=${1:-build/test}
 RELEASE=${2:-}
 export FG_BUILD=$(cd "$BUILD" && pwd)
+# the -O2 build, for tests that ship binaries (the image test)
+export FG_RELEASE=${RELEASE:+$(cd "$RELEASE" && pwd)}
 export FG_ROOT=$(cd "$(dirname "$0")/.." && pwd)
 export CMOCKA_MESSAGE_OUTPUT=TAP
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0}
