@@ -4,6 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "sim/tokenizer.h"
+
 struct plan_entry {
 	struct sim_seq *seq;
 	uint32_t num_new;
@@ -232,9 +234,12 @@ struct sim_seq *sim_engine_add(struct sim_engine *e, const struct sim_seq_params
 	s->n_prompt = s->n_tokens = p->n_prompt;
 
 	s->target_output = s->max_output;
-	if (e->cfg.output_len == SIM_OUTPUT_UNIFORM)
+	if (e->cfg.output_len == SIM_OUTPUT_UNIFORM && !p->ignore_eos) {
 		s->target_output = 1 + (uint32_t)(splitmix64(e->cfg.seed ^ (s->id * 0x2545f4914f6cdd1dull)) %
 						  s->max_output);
+		if (s->target_output < p->min_tokens)
+			s->target_output = p->min_tokens < s->max_output ? p->min_tokens : s->max_output;
+	}
 	if (s->n_prompt < e->cfg.max_model_len &&
 	    s->target_output > e->cfg.max_model_len - s->n_prompt)
 		s->target_output = e->cfg.max_model_len - s->n_prompt;
@@ -246,7 +251,7 @@ struct sim_seq *sim_engine_add(struct sim_engine *e, const struct sim_seq_params
 
 static uint32_t output_token_id(const struct sim_engine *e, const struct sim_seq *s)
 {
-	return (uint32_t)splitmix64(e->cfg.seed ^ (s->id << 24) ^ s->n_tokens);
+	return sim_output_token(splitmix64(e->cfg.seed ^ (s->id << 24) ^ s->n_tokens));
 }
 
 static int seq_reserve_blocks(struct sim_seq *s, uint32_t n)

@@ -95,6 +95,8 @@ struct sim_seq_params {
 	const uint32_t *prompt;
 	uint32_t n_prompt;
 	uint32_t max_tokens;
+	uint32_t min_tokens;     /* a natural stop (uniform lengths) comes no earlier */
+	bool ignore_eos;         /* no natural stop: run to max_tokens */
 	int32_t priority;
 	const char *cache_salt;  /* NULL = unsalted */
 	void *user;

@@ -6,11 +6,31 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* prompt_tokens_details as vLLM's --enable-prompt-tokens-details fills it:
+ * cached tokens, and placeholder tokens by modality when there were any. */
+static json_t *details_json(const struct sim_usage *u)
+{
+	json_t *d, *mm = NULL;
+
+	if (!u->details)
+		return json_null();
+	d = json_pack("{s:I}", "cached_tokens", (json_int_t)u->cached_tokens);
+	for (int m = 0; d && m < SIM_MM_N; m++) {
+		if (!u->media_tokens[m])
+			continue;
+		if (!mm)
+			mm = json_object();
+		json_object_set_new(mm, sim_modality_name((enum sim_modality)m),
+				    json_integer(u->media_tokens[m]));
+	}
+	if (d && mm)
+		json_object_set_new(d, "multimodal_tokens", mm);
+	return d;
+}
+
 static json_t *usage_json(const struct sim_usage *u)
 {
-	json_t *details = u->details ? json_pack("{s:I}", "cached_tokens",
-						 (json_int_t)u->cached_tokens)
-				     : json_null();
+	json_t *details = details_json(u);
 
 	return json_pack("{s:I,s:I,s:I,s:o}", "prompt_tokens", (json_int_t)u->prompt_tokens,
 			 "total_tokens", (json_int_t)(u->prompt_tokens + u->completion_tokens),
@@ -73,7 +93,8 @@ char *sim_resp_full(const struct sim_resp_meta *m, const struct sim_resp_choice 
 }
 
 char *sim_resp_chunk(const struct sim_resp_meta *m, uint32_t index, const char *role,
-		     const char *text, size_t len, const char *finish_reason)
+		     const char *text, size_t len, const char *finish_reason,
+		     const struct sim_usage *running)
 {
 	json_t *o = envelope(m, true);
 	json_t *c;
@@ -92,6 +113,13 @@ char *sim_resp_chunk(const struct sim_resp_meta *m, uint32_t index, const char *
 			      text_or_null(finish_reason));
 	}
 	json_object_set_new(o, "choices", json_pack("[o]", c));
+	if (running)
+		json_object_set_new(o, "usage",
+				    json_pack("{s:I,s:I,s:I}", "prompt_tokens",
+					      (json_int_t)running->prompt_tokens, "completion_tokens",
+					      (json_int_t)running->completion_tokens, "total_tokens",
+					      (json_int_t)(running->prompt_tokens +
+							   running->completion_tokens)));
 	return dump(o, true);
 }
 
@@ -99,7 +127,12 @@ char *sim_resp_usage_chunk(const struct sim_resp_meta *m, const struct sim_usage
 {
 	json_t *o = envelope(m, true);
 
+	json_t *usage = usage_json(u);
+
+	/* vLLM writes this chunk with exclude_none: no null details */
+	if (json_is_null(json_object_get(usage, "prompt_tokens_details")))
+		json_object_del(usage, "prompt_tokens_details");
 	json_object_set_new(o, "choices", json_array());
-	json_object_set_new(o, "usage", usage_json(u));
+	json_object_set_new(o, "usage", usage);
 	return dump(o, true);
 }

@@ -15,11 +15,12 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "sim/openai_request.h" /* the OpenAI error shape for 400/413 */
+#include "sim/openai_error.h" /* the OpenAI error shape for 400/413 */
 #include "sim/sim_cli.h"
 
 #define READ_CHUNK 65536
 #define MAX_URL 8192
+#define MAX_HEADER_VALUE 8192 /* longer values are dropped, never truncated */
 #define ACCEPT_BATCH 64
 
 struct buf {
@@ -38,6 +39,9 @@ struct sim_http_conn {
 	struct buf url, body;
 	struct buf hfield, hvalue;
 	bool hvalue_last;       /* the parser's last header callback was a value */
+	bool hvalue_dropped;    /* the current value was too long to keep */
+	struct buf auth;        /* the first Authorization header's value */
+	bool has_auth;
 	bool expect_continue;
 	bool too_large;
 	bool in_request;        /* a complete request is being served */
@@ -95,6 +99,7 @@ const char *sim_http_status_text(int status)
 	case 100: return "Continue";
 	case 200: return "OK";
 	case 400: return "Bad Request";
+	case 401: return "Unauthorized";
 	case 404: return "Not Found";
 	case 405: return "Method Not Allowed";
 	case 413: return "Payload Too Large";
@@ -111,8 +116,9 @@ static int on_message_begin(http_parser *p)
 	struct sim_http_conn *c = p->data;
 
 	c->url.len = c->body.len = 0;
-	c->hfield.len = c->hvalue.len = 0;
-	c->hvalue_last = false;
+	c->hfield.len = c->hvalue.len = c->auth.len = 0;
+	c->hvalue_last = c->hvalue_dropped = false;
+	c->has_auth = false;
 	c->expect_continue = false;
 	c->too_large = false;
 	return 0;
@@ -123,6 +129,15 @@ static void header_done(struct sim_http_conn *c)
 	if (c->hfield.p && c->hvalue.p && !strcasecmp(c->hfield.p, "expect") &&
 	    !strcasecmp(c->hvalue.p, "100-continue"))
 		c->expect_continue = true;
+	/* the first one counts, as starlette's Headers.get reads it; one too
+	 * long to keep is absent (so it matches no key) */
+	if (c->hfield.p && !strcasecmp(c->hfield.p, "authorization") && !c->has_auth) {
+		c->has_auth = !c->hvalue_dropped;
+		c->auth.len = 0;
+		if (c->has_auth && buf_put(&c->auth, c->hvalue.p ? c->hvalue.p : "", c->hvalue.len))
+			c->has_auth = false;
+	}
+	c->hvalue_dropped = false;
 	c->hfield.len = c->hvalue.len = 0;
 	if (c->hfield.p)
 		c->hfield.p[0] = '\0';
@@ -149,8 +164,10 @@ static int on_header_value(http_parser *p, const char *at, size_t len)
 	struct sim_http_conn *c = p->data;
 
 	c->hvalue_last = true;
-	if (c->hvalue.len + len > 256)
+	if (c->hvalue_dropped || c->hvalue.len + len > MAX_HEADER_VALUE) {
+		c->hvalue_dropped = true;
 		return 0;
+	}
 	return buf_put(&c->hvalue, at, len);
 }
 
@@ -218,6 +235,7 @@ static void dispatch(struct sim_http_conn *c)
 		.path = c->url.p ? c->url.p : "/",
 		.body = c->body.p ? c->body.p : "",
 		.body_len = c->body.len,
+		.authorization = c->has_auth ? (c->auth.p ? c->auth.p : "") : NULL,
 	};
 	s->cb.on_request(s->ctx, c, &r);
 }
@@ -418,6 +436,7 @@ static void conn_close(struct sim_http_conn *c)
 	free(c->body.p);
 	free(c->hfield.p);
 	free(c->hvalue.p);
+	free(c->auth.p);
 	free(c);
 }
 

@@ -23,6 +23,7 @@ struct sim_http_request {
 	const char *path;     /* without the query string */
 	const char *body;
 	size_t body_len;
+	const char *authorization; /* the Authorization header, NULL if absent */
 };
 
 struct sim_http_callbacks {

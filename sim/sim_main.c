@@ -42,6 +42,16 @@ static void usage(FILE *out)
 "  --kv-pool-tokens N            override replica.kv_pool_tokens\n"
 "  --no-enable-prefix-caching    disable the prefix cache\n"
 "  --enable-prompt-tokens-details  report usage.prompt_tokens_details.cached_tokens\n"
+"  --enable-force-include-usage  usage in every chunk of every stream, as if\n"
+"                                include_usage and continuous_usage_stats were set\n"
+"  --image-tokens N              prompt tokens per image part (default 0: a\n"
+"                                text-only model, which refuses media parts)\n"
+"  --audio-tokens N              per audio part (default 0)\n"
+"  --video-tokens N              per video part (default 0)\n"
+"  --api-key KEY                 require \"Authorization: Bearer KEY\" on the API\n"
+"                                (repeatable; default: $VLLM_API_KEY, else none)\n"
+"  --best-of ignore|refuse       ignore (vLLM >= 0.12, default) or refuse\n"
+"                                best_of != 1 (vLLM 0.8-0.11's V1 engine)\n"
 "  --output-len fixed|uniform    output = max_tokens, or seeded uniform in\n"
 "                                [1, max_tokens] (finish_reason \"stop\" if shorter)\n"
 "  --default-max-tokens N        chat requests without max_tokens (default 256)\n"
@@ -77,7 +87,8 @@ static void on_signal(struct fg_loop *loop, int fd, uint32_t events, void *ctx)
 enum {
 	OPT_POLICY = 256, OPT_LISTEN, OPT_SPEEDUP, OPT_SCHED, OPT_MAX_SEQS, OPT_MAX_BATCHED,
 	OPT_MAX_LEN, OPT_BLOCK, OPT_POOL, OPT_NO_PREFIX, OPT_DETAILS, OPT_OUTPUT_LEN,
-	OPT_DEFAULT_MAX, OPT_SEED, OPT_MODEL, OPT_MAX_BODY, OPT_LOG,
+	OPT_DEFAULT_MAX, OPT_SEED, OPT_MODEL, OPT_MAX_BODY, OPT_LOG, OPT_FORCE_USAGE,
+	OPT_IMAGE_TOKENS, OPT_AUDIO_TOKENS, OPT_VIDEO_TOKENS, OPT_BEST_OF, OPT_API_KEY,
 };
 
 static const struct option long_opts[] = {
@@ -98,6 +109,12 @@ static const struct option long_opts[] = {
 	{ "served-model-name", required_argument, NULL, OPT_MODEL },
 	{ "max-body-bytes", required_argument, NULL, OPT_MAX_BODY },
 	{ "log-requests", no_argument, NULL, OPT_LOG },
+	{ "enable-force-include-usage", no_argument, NULL, OPT_FORCE_USAGE },
+	{ "image-tokens", required_argument, NULL, OPT_IMAGE_TOKENS },
+	{ "audio-tokens", required_argument, NULL, OPT_AUDIO_TOKENS },
+	{ "video-tokens", required_argument, NULL, OPT_VIDEO_TOKENS },
+	{ "best-of", required_argument, NULL, OPT_BEST_OF },
+	{ "api-key", required_argument, NULL, OPT_API_KEY },
 	{ "help", no_argument, NULL, 'h' },
 	{ NULL, 0, NULL, 0 },
 };
@@ -206,9 +223,44 @@ int main(int argc, char **argv)
 			o.max_body = (size_t)v;
 			break;
 		case OPT_LOG: o.log_requests = true; break;
+		case OPT_FORCE_USAGE: o.force_include_usage = true; break;
+		case OPT_IMAGE_TOKENS:
+		case OPT_AUDIO_TOKENS:
+		case OPT_VIDEO_TOKENS: {
+			enum sim_modality m = c == OPT_IMAGE_TOKENS   ? SIM_MM_IMAGE
+					      : c == OPT_AUDIO_TOKENS ? SIM_MM_AUDIO
+								  : SIM_MM_VIDEO;
+			char name[16];
+			snprintf(name, sizeof(name), "%s-tokens", sim_modality_name(m));
+			if (parse_u64(optarg, 0, 1u << 20, &v))
+				return bad(name, optarg);
+			o.media_tokens[m] = (uint32_t)v;
+			break;
+		}
+		case OPT_API_KEY:
+			if (!*optarg || strlen(optarg) > SIM_MAX_API_KEY_LEN ||
+			    o.n_api_keys == SIM_MAX_API_KEYS)
+				return bad("api-key", "(a key)");
+			o.api_keys[o.n_api_keys++] = optarg;
+			break;
+		case OPT_BEST_OF:
+			if (!strcmp(optarg, "ignore"))
+				o.refuse_best_of = false;
+			else if (!strcmp(optarg, "refuse"))
+				o.refuse_best_of = true;
+			else
+				return bad("best-of", optarg);
+			break;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;
 		}
+	}
+	/* vLLM reads VLLM_API_KEY when no --api-key is given */
+	const char *env_key = getenv("VLLM_API_KEY");
+	if (!o.n_api_keys && env_key && *env_key) {
+		if (strlen(env_key) > SIM_MAX_API_KEY_LEN)
+			return bad("api-key", "(VLLM_API_KEY)");
+		o.api_keys[o.n_api_keys++] = env_key;
 	}
 	if (optind < argc) {
 		fprintf(stderr, "fairgate-sim: unexpected argument '%s'\n", argv[optind]);

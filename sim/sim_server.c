@@ -5,45 +5,16 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 
+#include "sim/job.h"
+#include "sim/job_output.h"
 #include "sim/openai_request.h"
-#include "sim/openai_response.h"
 #include "sim/sim_http.h"
 #include "sim/sim_metrics.h"
+#include "sim/tokenize_api.h"
 #include "sim/tokenizer.h"
-
-struct job;
-
-/* One engine sequence of a request (prompts x n of them). */
-struct choice {
-	struct job *job;
-	struct sim_seq *seq;          /* NULL once finished */
-	uint32_t prompt_idx;
-	char *text;                   /* 4 bytes per token */
-	uint32_t n_output;
-	const char *finish;
-	bool done;
-	bool role_sent;
-	double first_scheduled, first_token, finished;
-	uint32_t cached_tokens, preemptions;
-	uint64_t recomputed;
-};
-
-/* One HTTP request being served. */
-struct job {
-	struct sim_server *srv;
-	struct sim_http_conn *conn;
-	enum sim_api api;
-	bool stream, include_usage;
-	uint32_t n_choices, n_done;
-	struct choice *choices;
-	uint64_t prompt_tokens;       /* each prompt counted once */
-	uint32_t n_per_prompt;
-	char id[48];
-	time_t created;
-	double arrival;
-};
 
 struct sim_server {
 	struct fg_loop *loop;
@@ -148,59 +119,6 @@ static void respond_error(struct sim_server *s, struct sim_http_conn *c,
 	respond_json(s, c, err->status, "", sim_error_json(err));
 }
 
-static struct sim_resp_meta job_meta(const struct job *j)
-{
-	struct sim_resp_meta m = { .api = j->api, .id = j->id, .created = j->created,
-				   .model = j->srv->opt.model };
-	return m;
-}
-
-static struct sim_usage job_usage(const struct job *j)
-{
-	struct sim_usage u = { .prompt_tokens = j->prompt_tokens,
-			       .details = j->srv->opt.prompt_tokens_details };
-
-	for (uint32_t i = 0; i < j->n_choices; i++) {
-		u.completion_tokens += j->choices[i].n_output;
-		if (i % j->n_per_prompt == 0) /* the prompt's first sequence speaks for it */
-			u.cached_tokens += j->choices[i].cached_tokens;
-	}
-	return u;
-}
-
-/* Virtual timings of the request, in ms: TTFT from the first choice to
- * produce a token, E2E to the last to finish. */
-struct job_timing {
-	double ttft_ms, e2e_ms, queue_ms, tpot_ms;
-	uint32_t preemptions;
-	uint64_t recomputed;
-};
-
-static struct job_timing job_timing(const struct job *j)
-{
-	struct job_timing t = { 0 };
-	double first = -1, sched = -1, last = j->arrival;
-
-	for (uint32_t i = 0; i < j->n_choices; i++) {
-		const struct choice *c = &j->choices[i];
-		if (c->first_token >= 0 && (first < 0 || c->first_token < first))
-			first = c->first_token;
-		if (c->first_scheduled >= 0 && (sched < 0 || c->first_scheduled < sched))
-			sched = c->first_scheduled;
-		if (c->finished > last)
-			last = c->finished;
-		t.preemptions += c->preemptions;
-		t.recomputed += c->recomputed;
-	}
-	t.ttft_ms = first >= 0 ? (first - j->arrival) * 1e3 : 0;
-	t.e2e_ms = (last - j->arrival) * 1e3;
-	t.queue_ms = sched >= 0 ? (sched - j->arrival) * 1e3 : 0;
-	const struct choice *c0 = &j->choices[0];
-	if (c0->n_output > 1)
-		t.tpot_ms = (c0->finished - c0->first_token) * 1e3 / (c0->n_output - 1);
-	return t;
-}
-
 static void job_free(struct job *j)
 {
 	for (uint32_t i = 0; i < j->n_choices; i++) {
@@ -210,6 +128,7 @@ static void job_free(struct job *j)
 		free(j->choices[i].text);
 	}
 	free(j->choices);
+	free(j->instructions);
 	free(j);
 }
 
@@ -217,56 +136,25 @@ static void job_complete(struct job *j)
 {
 	struct sim_server *s = j->srv;
 	struct sim_http_conn *c = j->conn;
-	struct sim_resp_meta m = job_meta(j);
-	struct sim_usage u = job_usage(j);
-	struct job_timing t = job_timing(j);
-	char timing[512];
+	char headers[768];
 
-	if (s->opt.log_requests)
+	if (s->opt.log_requests) {
+		struct sim_usage u = job_usage(j);
+		struct job_timing t = job_timing(j);
 		fprintf(stderr, "fairgate-sim: %s prompt=%llu out=%llu cached=%llu ttft=%.3fms "
 				"e2e=%.3fms queue=%.3fms preempt=%u\n", j->id,
 			(unsigned long long)u.prompt_tokens, (unsigned long long)u.completion_tokens,
 			(unsigned long long)u.cached_tokens, t.ttft_ms, t.e2e_ms, t.queue_ms,
 			t.preemptions);
+	}
 	if (j->stream) {
-		if (j->include_usage) {
-			char *uc = sim_resp_usage_chunk(&m, &u);
-			if (uc)
-				sim_http_stream_chunk(c, uc, strlen(uc));
-			free(uc);
-		}
-		/* An SSE comment: clients ignore it, tests and the gateway can read it. */
-		int n = snprintf(timing, sizeof(timing),
-				 ": x-sim {\"ttft_ms\":%.6f,\"e2e_ms\":%.6f,\"queue_ms\":%.6f,"
-				 "\"tpot_ms\":%.6f,\"preemptions\":%u,\"recomputed_tokens\":%llu,"
-				 "\"cached_tokens\":%llu}\n\n",
-				 t.ttft_ms, t.e2e_ms, t.queue_ms, t.tpot_ms, t.preemptions,
-				 (unsigned long long)t.recomputed, (unsigned long long)u.cached_tokens);
-		sim_http_stream_chunk(c, timing, (size_t)n);
-		sim_http_stream_chunk(c, SIM_SSE_DONE, strlen(SIM_SSE_DONE));
+		job_output_stream_end(j);
 		j->conn = NULL;
 		job_free(j);
 		sim_http_stream_end(c);
 		return;
 	}
-	struct sim_resp_choice *rc = calloc(j->n_choices, sizeof(*rc));
-	char *body = NULL;
-	if (rc) {
-		for (uint32_t i = 0; i < j->n_choices; i++) {
-			rc[i].text = j->choices[i].text;
-			rc[i].len = (size_t)j->choices[i].n_output * SIM_BYTES_PER_TOKEN;
-			rc[i].finish_reason = j->choices[i].finish;
-		}
-		body = sim_resp_full(&m, rc, j->n_choices, &u);
-		free(rc);
-	}
-	snprintf(timing, sizeof(timing),
-		 "x-request-id: %s\r\nx-sim-arrival-s: %.9f\r\nx-sim-ttft-ms: %.6f\r\n"
-		 "x-sim-e2e-ms: %.6f\r\nx-sim-queue-ms: %.6f\r\nx-sim-tpot-ms: %.6f\r\n"
-		 "x-sim-preemptions: %u\r\nx-sim-recomputed-tokens: %llu\r\n"
-		 "x-sim-cached-tokens: %llu\r\n",
-		 j->id, j->arrival, t.ttft_ms, t.e2e_ms, t.queue_ms, t.tpot_ms, t.preemptions,
-		 (unsigned long long)t.recomputed, (unsigned long long)u.cached_tokens);
+	char *body = job_output_body(j, headers, sizeof(headers));
 	j->conn = NULL;
 	job_free(j);
 	if (!body) {
@@ -275,28 +163,10 @@ static void job_complete(struct job *j)
 		respond_error(s, c, &err);
 		return;
 	}
-	respond_json(s, c, 200, timing, body);
+	respond_json(s, c, 200, headers, body);
 }
 
 /* ---- engine events ---------------------------------------------------------- */
-
-static void stream_token(struct job *j, struct choice *c, uint32_t index)
-{
-	struct sim_resp_meta m = job_meta(j);
-	const char *tok = c->text + (size_t)(c->n_output - 1) * SIM_BYTES_PER_TOKEN;
-
-	if (j->api == SIM_API_CHAT && !c->role_sent) {
-		char *r = sim_resp_chunk(&m, index, "assistant", "", 0, NULL);
-		if (r)
-			sim_http_stream_chunk(j->conn, r, strlen(r));
-		free(r);
-		c->role_sent = true;
-	}
-	char *ch = sim_resp_chunk(&m, index, NULL, tok, SIM_BYTES_PER_TOKEN, c->finish);
-	if (ch)
-		sim_http_stream_chunk(j->conn, ch, strlen(ch));
-	free(ch);
-}
 
 static void on_engine_event(void *ctx, const struct sim_event *ev)
 {
@@ -309,8 +179,7 @@ static void on_engine_event(void *ctx, const struct sim_event *ev)
 	const struct sim_seq *seq = ev->seq;
 	uint32_t id = seq->tokens[seq->n_tokens - 1];
 
-	memcpy(c->text + (size_t)c->n_output * SIM_BYTES_PER_TOKEN, sim_token_text(id),
-	       SIM_BYTES_PER_TOKEN);
+	sim_token_bytes(id, c->text + (size_t)c->n_output * SIM_BYTES_PER_TOKEN);
 	c->n_output = seq->n_output;
 	c->first_scheduled = seq->first_scheduled;
 	c->first_token = seq->first_token;
@@ -325,22 +194,31 @@ static void on_engine_event(void *ctx, const struct sim_event *ev)
 		j->n_done++;
 	}
 	if (j->stream)
-		stream_token(j, c, (uint32_t)(c - j->choices));
+		job_output_token(j, c);
 	if (j->n_done == j->n_choices)
 		job_complete(j);
 }
 
 /* ---- routes ------------------------------------------------------------------- */
 
-static void handle_completion(struct sim_server *s, struct sim_http_conn *conn,
-			      enum sim_api api, const struct sim_http_request *r)
+static struct sim_request_limits limits(const struct sim_server *s)
 {
 	struct sim_request_limits lim = {
 		.model = s->opt.model,
 		.max_model_len = s->opt.engine.max_model_len,
 		.priority_scheduling = s->opt.engine.policy == SIM_SCHED_PRIORITY,
 		.default_max_tokens = s->opt.default_max_tokens,
+		.refuse_best_of = s->opt.refuse_best_of,
+		.force_include_usage = s->opt.force_include_usage,
 	};
+	memcpy(lim.media_tokens, s->opt.media_tokens, sizeof(lim.media_tokens));
+	return lim;
+}
+
+static void handle_completion(struct sim_server *s, struct sim_http_conn *conn,
+			      enum sim_api api, const struct sim_http_request *r)
+{
+	struct sim_request_limits lim = limits(s);
 	struct sim_request req;
 	struct sim_error err;
 
@@ -363,11 +241,25 @@ static void handle_completion(struct sim_server *s, struct sim_http_conn *conn,
 	j->api = api;
 	j->stream = req.stream;
 	j->include_usage = req.include_usage;
+	j->continuous_usage = req.continuous_usage;
+	j->prompt_tokens_details = s->opt.prompt_tokens_details;
+	j->model = s->opt.model;
 	j->n_per_prompt = req.n;
+	j->max_tokens = req.max_tokens;
+	memcpy(j->media_tokens, req.media_tokens, sizeof(j->media_tokens));
+	j->instructions = req.instructions;
+	req.instructions = NULL;
+	j->temperature = req.temperature;
+	j->top_p = req.top_p;
 	j->created = time(NULL);
 	j->arrival = arrival_time(s);
-	snprintf(j->id, sizeof(j->id), "%s-%016llx", api == SIM_API_CHAT ? "chatcmpl" : "cmpl",
-		 (unsigned long long)++s->next_job);
+	s->next_job++;
+	snprintf(j->id, sizeof(j->id), "%s-%016llx",
+		 api == SIM_API_CHAT ? "chatcmpl" : api == SIM_API_COMPLETIONS ? "cmpl" : "resp",
+		 (unsigned long long)s->next_job);
+	if (api == SIM_API_RESPONSES) /* vLLM's ids are resp_ and msg_ + a uuid */
+		j->id[4] = '_';
+	snprintf(j->msg_id, sizeof(j->msg_id), "msg_%016llx", (unsigned long long)s->next_job);
 	for (uint32_t p = 0; p < req.n_prompts; p++) {
 		j->prompt_tokens += req.prompts[p].n;
 		for (uint32_t k = 0; k < req.n; k++) {
@@ -376,12 +268,15 @@ static void handle_completion(struct sim_server *s, struct sim_http_conn *conn,
 				.prompt = req.prompts[p].ids,
 				.n_prompt = req.prompts[p].n,
 				.max_tokens = req.max_tokens,
+				.min_tokens = req.min_tokens,
+				.ignore_eos = req.ignore_eos,
 				.priority = req.priority,
 				.cache_salt = req.has_salt ? req.cache_salt : NULL,
 				.user = c,
 			};
 			c->job = j;
 			c->prompt_idx = p;
+			c->prompt_tokens = req.prompts[p].n;
 			c->first_scheduled = c->first_token = c->finished = -1;
 			c->text = malloc((size_t)req.max_tokens * SIM_BYTES_PER_TOKEN + 1);
 			c->seq = c->text ? sim_engine_add(s->engine, &sp, j->arrival) : NULL;
@@ -401,11 +296,8 @@ static void handle_completion(struct sim_server *s, struct sim_http_conn *conn,
 	sim_request_free(&req);
 	sim_http_set_user(conn, j);
 	if (j->stream) {
-		char hdr[128];
-		snprintf(hdr, sizeof(hdr), "x-request-id: %s\r\nx-sim-arrival-s: %.9f\r\n", j->id,
-			 j->arrival);
 		count_status(s, 200);
-		sim_http_stream_begin(conn, 200, "text/event-stream; charset=utf-8", hdr);
+		job_output_stream_begin(j);
 	}
 	kick_engine(s);
 }
@@ -421,6 +313,22 @@ static void handle_models(struct sim_server *s, struct sim_http_conn *conn)
 		     s->opt.model, (long long)time(NULL), s->opt.model,
 		     s->opt.engine.max_model_len) < 0)
 		body = NULL;
+	respond_json(s, conn, 200, "", body);
+}
+
+/* /tokenize and /detokenize: no engine work, answered at once. */
+static void handle_tokenizer(struct sim_server *s, struct sim_http_conn *conn, bool detok,
+			     const struct sim_http_request *r)
+{
+	struct sim_request_limits lim = limits(s);
+	struct sim_error err;
+	char *body = detok ? sim_detokenize_body(r->body, r->body_len, &lim, &err)
+			   : sim_tokenize(r->body, r->body_len, &lim, &err);
+
+	if (!body) {
+		respond_error(s, conn, &err);
+		return;
+	}
 	respond_json(s, conn, 200, "", body);
 }
 
@@ -441,18 +349,60 @@ static void handle_metrics(struct sim_server *s, struct sim_http_conn *conn)
 	free(text);
 }
 
+/* vLLM's --api-key: probes, metrics and the version stay open; the API
+ * (/v1, /v2, /inference, /cohere, /tokenize, /detokenize) wants
+ * "Authorization: Bearer KEY" with one of the keys. */
+static bool authorized(const struct sim_server *s, const struct sim_http_request *r)
+{
+	static const char *const guarded[] = { "/v1", "/v2", "/inference", "/cohere",
+						"/tokenize", "/detokenize" };
+	bool guard = false;
+
+	if (!s->opt.n_api_keys || !strcmp(r->method, "OPTIONS"))
+		return true;
+	for (size_t i = 0; i < sizeof(guarded) / sizeof(*guarded); i++)
+		guard |= !strncmp(r->path, guarded[i], strlen(guarded[i]));
+	if (!guard)
+		return true;
+	if (!r->authorization)
+		return false;
+	const char *sp = strchr(r->authorization, ' ');
+	if (!sp || (size_t)(sp - r->authorization) != 6 ||
+	    strncasecmp(r->authorization, "bearer", 6))
+		return false;
+	bool match = false;
+	for (uint32_t i = 0; i < s->opt.n_api_keys; i++)
+		match |= !strcmp(sp + 1, s->opt.api_keys[i]);
+	return match;
+}
+
 static void on_request(void *ctx, struct sim_http_conn *conn, const struct sim_http_request *r)
 {
 	struct sim_server *s = ctx;
 	struct sim_error err;
 	bool get = !strcmp(r->method, "GET"), post = !strcmp(r->method, "POST");
 
-	if (!strcmp(r->path, "/v1/chat/completions") || !strcmp(r->path, "/v1/completions")) {
+	if (!authorized(s, r)) {
+		/* vLLM's exact answer, not OpenAI's error shape */
+		count_status(s, 401);
+		sim_http_respond(conn, 401, "application/json", "", "{\"error\":\"Unauthorized\"}",
+				 strlen("{\"error\":\"Unauthorized\"}"));
+		return;
+	}
+
+	if (!strcmp(r->path, "/v1/chat/completions") || !strcmp(r->path, "/v1/completions") ||
+	    !strcmp(r->path, "/v1/responses")) {
 		if (post) {
 			handle_completion(s, conn,
-					  r->path[4] == 'c' && r->path[5] == 'h' ? SIM_API_CHAT
-										 : SIM_API_COMPLETIONS,
+					  r->path[4] == 'r'   ? SIM_API_RESPONSES
+					  : r->path[5] == 'h' ? SIM_API_CHAT
+							      : SIM_API_COMPLETIONS,
 					  r);
+			return;
+		}
+	} else if (!strcmp(r->path, "/tokenize") || !strcmp(r->path, "/detokenize")) {
+		if (post) {
+			handle_tokenizer(s, conn, r->path[1] == 'd', r);
 			return;
 		}
 	} else if (!strcmp(r->path, "/v1/models")) {
@@ -460,8 +410,13 @@ static void on_request(void *ctx, struct sim_http_conn *conn, const struct sim_h
 			handle_models(s, conn);
 			return;
 		}
-	} else if (!strcmp(r->path, "/health")) {
+	} else if (!strcmp(r->path, "/version")) {
 		if (get) {
+			respond_json(s, conn, 200, "", strdup("{\"version\":\"" SIM_VERSION "\"}"));
+			return;
+		}
+	} else if (!strcmp(r->path, "/health") || !strcmp(r->path, "/ping")) {
+		if (get || (post && r->path[1] == 'p')) {
 			count_status(s, 200);
 			sim_http_respond(conn, 200, NULL, "", "", 0);
 			return;

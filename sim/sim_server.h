@@ -19,6 +19,12 @@
 #include "agent/event_loop.h"
 #include "policy/cost_model.h"
 #include "sim/engine.h"
+#include "sim/tokenizer.h"
+
+#define SIM_MAX_API_KEYS 16
+#define SIM_MAX_API_KEY_LEN 4096
+/* what /version answers: the sim, not a vLLM release */
+#define SIM_VERSION "0.0.0+fairgate-sim"
 
 struct sim_server_options {
 	char host[64];
@@ -26,10 +32,17 @@ struct sim_server_options {
 	double speedup;               /* 0 = as fast as possible */
 	struct sim_engine_config engine;
 	bool prompt_tokens_details;   /* usage.prompt_tokens_details.cached_tokens */
+	bool force_include_usage;     /* every stream carries usage, continuously */
+	bool refuse_best_of;          /* best_of != 1 is a 400 (vLLM 0.8-0.11) */
+	uint32_t media_tokens[SIM_MM_N]; /* per image / audio / video part; 0 = refused */
 	char model[64];               /* served model name */
 	uint32_t default_max_tokens;  /* chat requests without max_tokens */
 	size_t max_body;
 	bool log_requests;
+	/* --api-key: every route but the public ones wants one of these as a
+	 * bearer token (vLLM's rule); none = no authentication */
+	const char *api_keys[SIM_MAX_API_KEYS];
+	uint32_t n_api_keys;
 };
 
 struct sim_server;

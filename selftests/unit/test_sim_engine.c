@@ -595,6 +595,39 @@ static void uniform_output_len_stays_in_range(void **state)
 	free(t);
 }
 
+/* min_tokens delays a natural stop; ignore_eos removes it. */
+static void min_tokens_and_ignore_eos_bound_the_stop(void **state)
+{
+	(void)state;
+	struct fg_cost_model cm = seed_cost_model();
+	struct sim_engine_config cfg = config(646503);
+	struct tracker *t = calloc(1, sizeof(*t));
+
+	cfg.output_len = SIM_OUTPUT_UNIFORM;
+	cfg.seed = 7;
+	struct sim_engine *e = sim_engine_new(&cfg, &cm, track, t);
+	for (uint32_t i = 0; i < 200; i++) {
+		uint32_t *ids = prompt_ids(10, i);
+		struct sim_seq_params p = { .prompt = ids, .n_prompt = 10, .max_tokens = 8,
+					    .min_tokens = i < 100 ? 6 : 0, .ignore_eos = i >= 100 };
+		assert_non_null(sim_engine_add(e, &p, 0));
+		free(ids);
+	}
+	run(e);
+	uint32_t at_min = 0;
+	for (uint32_t i = 0; i < 100; i++) {
+		assert_in_range(t->tokens[i], 6, 8);
+		at_min += t->tokens[i] == 6;
+	}
+	assert_true(at_min > 40); /* the draws below 6 stop at 6 */
+	for (uint32_t i = 100; i < 200; i++) {
+		assert_int_equal(t->tokens[i], 8);
+		assert_int_equal(t->finish[i], SIM_FINISH_LENGTH);
+	}
+	sim_engine_free(e);
+	free(t);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -616,6 +649,7 @@ int main(void)
 		cmocka_unit_test(bad_configs_are_refused),
 		cmocka_unit_test(same_seed_same_schedule),
 		cmocka_unit_test(uniform_output_len_stays_in_range),
+		cmocka_unit_test(min_tokens_and_ignore_eos_bound_the_stop),
 	};
 	return cmocka_run_group_tests_name("sim_engine", tests, NULL, NULL);
 }

@@ -13,6 +13,7 @@
 
 #include "sim/openai_request.h"
 #include "sim/openai_response.h"
+#include "sim/tokenizer.h"
 
 static const struct sim_request_limits fcfs = {
 	.model = "m", .max_model_len = 1000, .priority_scheduling = false,
@@ -189,8 +190,13 @@ static void validation_errors(void **state)
 	refused(C, "{\"messages\":[{\"content\":\"x\"}]}", &fcfs, 400, "messages", "role");
 	refused(C, "{\"messages\":[{\"role\":\"user\",\"content\":5}]}", &fcfs, 400, "messages",
 		"content");
+	refused(C, "{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"image_url\","
+		"\"image_url\":{\"url\":\"data:image/png;base64,AAAA\"}}]}]}",
+		&fcfs, 400, NULL, "m is not a multimodal model");
 	refused(C, "{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"image_url\"}]}]}",
-		&fcfs, 400, "messages", "text-only");
+		&fcfs, 400, "messages", "must carry a url");
+	refused(C, "{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"file\","
+		"\"file\":{}}]}]}", &fcfs, 400, "messages", "'file' is not supported");
 	refused(P, "{}", &fcfs, 400, "prompt", "field required");
 	refused(P, "{\"prompt\":\"\"}", &fcfs, 400, "prompt", "empty");
 	refused(P, "{\"prompt\":[\"a\",7]}", &fcfs, 400, "prompt", "prompt[1]");
@@ -257,6 +263,172 @@ static void validation_errors(void **state)
 	refused(P, "{\"prompt\":[\"a\",\"b\"],\"n\":600}", &fcfs, 400, "n", "at most");
 }
 
+static const struct sim_request_limits vision = {
+	.model = "m", .max_model_len = 1000, .default_max_tokens = 256,
+	.media_tokens = { [SIM_MM_IMAGE] = 100, [SIM_MM_AUDIO] = 0, [SIM_MM_VIDEO] = 0 },
+};
+
+/* Media parts cost the served model's fixed count, whatever the bytes of
+ * their data URL; a modality the model lacks is refused as vLLM does. */
+static void media_parts_are_fixed_counts(void **state)
+{
+	(void)state;
+	struct sim_request r, same, other;
+	struct sim_error err;
+	static char big[200000];
+
+	/* a 150 KB data URL is still 100 tokens: 3 + 4 + 100 + ceil(4/4) */
+	int off = snprintf(big, sizeof(big), "{\"messages\":[{\"role\":\"user\",\"content\":["
+			   "{\"type\":\"text\",\"text\":\"what\"},{\"type\":\"image_url\","
+			   "\"image_url\":{\"url\":\"data:image/png;base64,");
+	memset(big + off, 'Q', 150000);
+	snprintf(big + off + 150000, sizeof(big) - off - 150000, "\"}}]}]}");
+	assert_int_equal(parse(SIM_API_CHAT, big, &vision, &r, &err), 0);
+	assert_int_equal(r.prompts[0].n, 3 + 4 + 100 + 1);
+	assert_int_equal(r.media_tokens[SIM_MM_IMAGE], 100);
+
+	/* the same image gives the same placeholder ids (prefix-cache hits),
+	 * another image other ids; input_image (responses' name) counts alike */
+	assert_int_equal(parse(SIM_API_CHAT, big, &vision, &same, &err), 0);
+	assert_memory_equal(r.prompts[0].ids, same.prompts[0].ids, r.prompts[0].n * 4);
+	assert_int_equal(parse(SIM_API_CHAT,
+			       "{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"text\","
+			       "\"text\":\"what\"},{\"type\":\"input_image\",\"image_url\":"
+			       "\"https://x/cat.png\"}]}]}", &vision, &other, &err), 0);
+	assert_int_equal(other.prompts[0].n, r.prompts[0].n);
+	assert_true(memcmp(r.prompts[0].ids + 3, other.prompts[0].ids + 3, 100 * 4) != 0);
+	for (uint32_t i = 3; i < 103; i++)
+		assert_true(sim_token_is_special(other.prompts[0].ids[i]));
+	sim_request_free(&r);
+	sim_request_free(&same);
+	sim_request_free(&other);
+
+	refused(SIM_API_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":"
+		"\"input_audio\",\"input_audio\":{\"data\":\"AAAA\",\"format\":\"wav\"}}]}]}",
+		&vision, 400, "audio", "At most 0 audio(s) may be provided in one prompt.");
+	refused(SIM_API_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":"
+		"\"video_url\",\"video_url\":{\"url\":\"https://x/v.mp4\"}}]}]}",
+		&vision, 400, "video", "At most 0 video(s)");
+	/* prompt + media over the context is the usual length error */
+	refused(SIM_API_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":"
+		"\"image_url\",\"image_url\":\"a\"},{\"type\":\"image_url\",\"image_url\":\"b\"}]}],"
+		"\"max_tokens\":800}", &vision, 400, "max_tokens", "maximum context length");
+}
+
+/* The chat template's switches move the count by exactly their tokens. */
+static void chat_template_switches(void **state)
+{
+	(void)state;
+	struct sim_request r;
+	struct sim_error err;
+	const char *m = "\"messages\":[{\"role\":\"user\",\"content\":\"12345678\"}]";
+	char body[256];
+
+	snprintf(body, sizeof(body), "{%s}", m);
+	assert_int_equal(parse(SIM_API_CHAT, body, &fcfs, &r, &err), 0);
+	assert_int_equal(r.prompts[0].n, 3 + 4 + 2);
+	sim_request_free(&r);
+	snprintf(body, sizeof(body), "{%s,\"add_generation_prompt\":false}", m);
+	assert_int_equal(parse(SIM_API_CHAT, body, &fcfs, &r, &err), 0);
+	assert_int_equal(r.prompts[0].n, 4 + 2);
+	sim_request_free(&r);
+	snprintf(body, sizeof(body), "{%s,\"add_generation_prompt\":false,"
+		 "\"continue_final_message\":true}", m);
+	assert_int_equal(parse(SIM_API_CHAT, body, &fcfs, &r, &err), 0);
+	assert_int_equal(r.prompts[0].n, 3 + 2); /* no <|end|>: the model continues */
+	sim_request_free(&r);
+	snprintf(body, sizeof(body), "{%s,\"continue_final_message\":true}", m);
+	refused(SIM_API_CHAT, body, &fcfs, 400, NULL, "Cannot set both");
+}
+
+/* n, best_of, beam search, min_tokens, ignore_eos, truncate_prompt_tokens. */
+static void sampling_fields(void **state)
+{
+	(void)state;
+	struct sim_request r;
+	struct sim_error err;
+	struct sim_request_limits v1 = fcfs;
+	const char *m = "\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]";
+	char body[512];
+
+	v1.refuse_best_of = true;
+	/* vLLM >= 0.12: best_of is no field of the protocol, so it is ignored */
+	snprintf(body, sizeof(body), "{%s,\"n\":2,\"best_of\":5}", m);
+	assert_int_equal(parse(SIM_API_CHAT, body, &fcfs, &r, &err), 0);
+	assert_int_equal(r.n, 2);
+	sim_request_free(&r);
+	/* vLLM 0.8-0.11 (V1): only 1 passes */
+	refused(SIM_API_CHAT, body, &v1, 400, "best_of", "vLLM V1 does not yet support best_of.");
+	snprintf(body, sizeof(body), "{%s,\"n\":3,\"best_of\":2}", m);
+	refused(SIM_API_CHAT, body, &v1, 400, "best_of", "greater than or equal to n");
+	refused(SIM_API_COMPLETIONS, "{\"prompt\":\"x\",\"best_of\":0}", &v1, 400, "best_of",
+		"at least 1");
+	snprintf(body, sizeof(body), "{%s,\"best_of\":1}", m);
+	assert_int_equal(parse(SIM_API_CHAT, body, &v1, &r, &err), 0);
+	sim_request_free(&r);
+
+	snprintf(body, sizeof(body), "{%s,\"use_beam_search\":true}", m);
+	refused(SIM_API_CHAT, body, &fcfs, 400, "use_beam_search", "not simulated");
+
+	snprintf(body, sizeof(body), "{%s,\"max_tokens\":5,\"min_tokens\":3,\"ignore_eos\":true}", m);
+	assert_int_equal(parse(SIM_API_CHAT, body, &fcfs, &r, &err), 0);
+	assert_int_equal(r.min_tokens, 3);
+	assert_true(r.ignore_eos);
+	sim_request_free(&r);
+	snprintf(body, sizeof(body), "{%s,\"max_tokens\":5,\"min_tokens\":6}", m);
+	refused(SIM_API_CHAT, body, &fcfs, 400, "min_tokens",
+		"min_tokens must be less than or equal to max_tokens=5, got 6.");
+
+	/* truncation keeps the last k tokens (or the first, truncation_side right) */
+	assert_int_equal(parse(SIM_API_COMPLETIONS,
+			       "{\"prompt\":[1,2,3,4,5],\"truncate_prompt_tokens\":2}", &fcfs, &r,
+			       &err), 0);
+	assert_int_equal(r.prompts[0].n, 2);
+	assert_int_equal(r.prompts[0].ids[0], 4);
+	sim_request_free(&r);
+	assert_int_equal(parse(SIM_API_COMPLETIONS,
+			       "{\"prompt\":[1,2,3,4,5],\"truncate_prompt_tokens\":2,"
+			       "\"truncation_side\":\"right\"}", &fcfs, &r, &err), 0);
+	assert_int_equal(r.prompts[0].ids[1], 2);
+	sim_request_free(&r);
+	refused(SIM_API_COMPLETIONS, "{\"prompt\":\"x\",\"truncate_prompt_tokens\":1001}", &fcfs,
+		400, "truncate_prompt_tokens", "greater than max_model_len (1000)");
+}
+
+/* continuous_usage_stats rides on include_usage, as in vLLM. */
+static void continuous_usage_needs_include_usage(void **state)
+{
+	(void)state;
+	struct sim_request r;
+	struct sim_error err;
+	struct sim_request_limits forced = fcfs;
+	const char *m = "\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"stream\":true";
+	char body[512];
+
+	snprintf(body, sizeof(body), "{%s,\"stream_options\":{\"include_usage\":true,"
+		 "\"continuous_usage_stats\":true}}", m);
+	assert_int_equal(parse(SIM_API_CHAT, body, &fcfs, &r, &err), 0);
+	assert_true(r.include_usage && r.continuous_usage);
+	sim_request_free(&r);
+	snprintf(body, sizeof(body), "{%s,\"stream_options\":{\"continuous_usage_stats\":true}}", m);
+	assert_int_equal(parse(SIM_API_CHAT, body, &fcfs, &r, &err), 0);
+	assert_false(r.include_usage || r.continuous_usage);
+	sim_request_free(&r);
+	snprintf(body, sizeof(body), "{%s,\"stream_options\":{\"continuous_usage_stats\":\"y\"}}",
+		 m);
+	refused(SIM_API_CHAT, body, &fcfs, 400, "continuous_usage_stats", "boolean");
+	/* --enable-force-include-usage: both, for every stream */
+	forced.force_include_usage = true;
+	assert_int_equal(parse(SIM_API_COMPLETIONS,
+			       "{\"prompt\":\"x\",\"stream\":true}", &forced, &r, &err), 0);
+	assert_true(r.include_usage && r.continuous_usage);
+	sim_request_free(&r);
+	assert_int_equal(parse(SIM_API_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]}",
+			       &forced, &r, &err), 0);
+	assert_false(r.include_usage); /* not a stream */
+	sim_request_free(&r);
+}
+
 static void error_json_shape(void **state)
 {
 	(void)state;
@@ -317,6 +489,10 @@ int main(void)
 		cmocka_unit_test(completion_prompt_forms),
 		cmocka_unit_test(fields_are_read),
 		cmocka_unit_test(validation_errors),
+		cmocka_unit_test(media_parts_are_fixed_counts),
+		cmocka_unit_test(chat_template_switches),
+		cmocka_unit_test(sampling_fields),
+		cmocka_unit_test(continuous_usage_needs_include_usage),
 		cmocka_unit_test(error_json_shape),
 		cmocka_unit_test(stream_and_full_usage_agree),
 	};
