@@ -110,8 +110,9 @@ struct fg_prompt_est fg_estimate_prompt(const struct fg_model *rule, double cpt,
 	e.tokens = ceil(chars / cpt) + e.fixed;
 	e.tokens_safe = ceil(chars / safe) + e.fixed;
 	/* the template may add more than the policy says: twice its framing
-	 * and a little slack still bound what an honest engine can count */
+	 * and some slack a message still bound what an honest engine counts */
 	e.tokens_max = chars + (double)s->prompt_token_ids + media + 2 * framing +
+		       (s->chat ? (double)s->messages * FG_MESSAGE_SLACK : 0) +
 		       (double)seqs * FG_PROMPT_SLACK;
 	if (seqs > 1) {
 		double lc = (double)s->longest_chars, li = (double)s->longest_token_ids;

@@ -40,8 +40,11 @@
 #define FG_CAL_MODELS 255         /* model names the node tells apart */
 #define FG_CAL_MODEL_MAX 64
 /* Tokens a tokenizer may add beyond the policy's framing (BOS, a default
- * system line): only for the hard upper bound. */
+ * system line; per message, a template richer than the policy says): only
+ * for the hard upper bound, which must hold even when the framing prior is
+ * low. */
 #define FG_PROMPT_SLACK 32
+#define FG_MESSAGE_SLACK 8
 /* Reserved output when neither the request nor the tier names a maximum. */
 #define FG_FALLBACK_MAX_TOKENS 1024
 

@@ -90,8 +90,12 @@ static void chat_framing_is_counted_per_message(void **state)
 	/* the policy's default: Llama 3's 5 per message and 5 per request */
 	e = fg_estimate_prompt(&pol->replica.model, 4.0, &s);
 	assert_near(e.tokens, 100000 + 20000 * 5 + 5);
-	/* what its bytes can make at most: every byte a token, the framing twice */
-	assert_true(e.tokens_max >= 400000 + 2 * 100005);
+	/* what its bytes can make at most: every byte a token, the framing
+	 * twice and some slack a message (so a framing prior of 0 still holds) */
+	assert_near(e.tokens_max, 400000 + 2 * 100005 + 20000 * FG_MESSAGE_SLACK + FG_PROMPT_SLACK);
+	rule.message_tokens = rule.reply_tokens = 0;
+	e = fg_estimate_prompt(&rule, 4.0, &s);
+	assert_true(e.tokens_max >= 180003);
 }
 
 static void media_parts_are_a_fixed_count(void **state)
