@@ -20,9 +20,20 @@ void fg_sse_init(struct fg_sse *s, enum fg_sse_kind kind, bool hide_usage_chunk,
 
 double fg_sse_output(const struct fg_sse *s)
 {
-	if (s->have_usage && s->usage.completion_tokens > 0)
+	double events = (double)s->content_events;
+
+	if (s->final_usage)
 		return s->usage.completion_tokens;
-	return (double)s->content_events;
+	return s->have_usage && s->usage.completion_tokens > events ? s->usage.completion_tokens
+								     : events;
+}
+
+/* vLLM's first chunk of a chat choice: the role, no text (not a token). */
+static bool role_chunk(const char *pl, size_t n)
+{
+	static const char role[] = "\"delta\":{\"role\":\"assistant\",\"content\":\"\"}";
+
+	return memmem(pl, n, role, sizeof(role) - 1) != NULL;
 }
 
 void fg_sse_free(struct fg_sse *s)
@@ -607,7 +618,7 @@ static int relay_chunk(struct fg_sse *s, const char *ev, size_t n, const char *p
 	}
 	/* only events naming usage are worth a closer look */
 	if (!memmem(pl, plen, "\"usage\"", 7)) {
-		s->content_events++;
+		s->content_events += !role_chunk(pl, plen);
 		return emit(out, ev, n);
 	}
 	struct fg_usage u = { 0 };
@@ -623,10 +634,11 @@ static int relay_chunk(struct fg_sse *s, const char *ev, size_t n, const char *p
 	if (valid) {
 		s->usage = u;
 		s->have_usage = true;
+		s->final_usage = usage_only;
 	}
 	if (usage_only)
 		return s->hide_usage_chunk ? 0 : emit(out, ev, n);
-	s->content_events++;
+	s->content_events += !role_chunk(pl, plen);
 	if (valid && !hear_prompt(s, &u))
 		return 0;
 	if (!s->strip_chunk_usage || !cuttable)
@@ -678,7 +690,7 @@ static int relay_response_event(struct fg_sse *s, const char *ev, size_t n, cons
 		struct fg_usage u;
 		if (o && fg_usage_from_json(json_object_get(o, "response"), &u)) {
 			s->usage = u;
-			s->have_usage = true;
+			s->have_usage = s->final_usage = true;
 		}
 		json_decref(o);
 	}

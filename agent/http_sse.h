@@ -37,6 +37,7 @@ struct fg_sse {
 	bool have_usage;
 	struct fg_usage usage;      /* the latest seen */
 	bool prompt_reported;       /* a chunk with choices carried usage */
+	bool final_usage;           /* the usage chunk (or response.completed) was read */
 	uint64_t content_events;    /* events with choices / deltas: ~ tokens delivered */
 	bool saw_done;
 	/* the engine's prompt count at the first chunk that has one: false
@@ -48,7 +49,9 @@ struct fg_sse {
 
 void fg_sse_init(struct fg_sse *s, enum fg_sse_kind kind, bool hide_usage_chunk,
 		 bool strip_chunk_usage);
-/* Output tokens delivered so far: the latest usage's, else content events. */
+/* Output tokens delivered so far: the final usage's; before it, the more of
+ * the latest chunk's usage (one choice's running count) and the content
+ * events (every choice's tokens). */
 double fg_sse_output(const struct fg_sse *s);
 void fg_sse_free(struct fg_sse *s);
 /* Feed decoded body bytes; appends what the client gets to out. 0 or -1 (OOM). */

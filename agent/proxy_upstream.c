@@ -256,7 +256,10 @@ void fg_exchange_settle(struct fg_client *c, enum fg_outcome o)
 	fg_sched_exchange_end(c);
 
 	if (x->sse && x->sse_state.have_usage) {
+		/* before the final usage: the prompt as counted, the output as
+		 * delivered (a chunk's usage counts one choice) */
 		u = x->sse_state.usage;
+		u.completion_tokens = fg_sse_output(&x->sse_state);
 		have_usage = true;
 	} else if (!x->sse && fg_buf_used(&x->resp_copy) && !x->resp_copy_overflow) {
 		have_usage = usage_of_body(fg_buf_head(&x->resp_copy), fg_buf_used(&x->resp_copy), &u);
@@ -618,9 +621,8 @@ static int on_r_body(http_parser *p, const char *at, size_t len)
 		fg_buf_reset(scratch);
 		if (fg_sse_feed(&x->sse_state, at, len, scratch))
 			return -1;
-		/* output so far (continuous usage, else content events ~ tokens:
-		 * the role chunk counts one too many); usage at the end corrects
-		 * the fair queue's charge */
+		/* output so far (continuous usage, content events ~ tokens);
+		 * usage at the end corrects the fair queue's charge */
 		if (x->reserved && x->sse_state.content_events)
 			fg_sched_output(c, fg_sse_output(&x->sse_state));
 		if (emit(c, fg_buf_head(scratch), fg_buf_used(scratch)))

@@ -487,6 +487,29 @@ static void the_first_prompt_count_can_stop_the_stream(void **state)
 	fg_buf_free(&out);
 }
 
+/* Before the final usage, a chunk's usage is one choice's running count:
+ * what was delivered is every choice's tokens (the role chunks are none). */
+static void output_so_far_counts_every_choice(void **state)
+{
+	(void)state;
+#define ROLE(i, u) "data: {\"choices\":[{\"index\":" #i ",\"delta\":{\"role\":\"assistant\",\"content\":\"\"}}]" u "}\n\n"
+#define TOK(i, u) "data: {\"choices\":[{\"index\":" #i ",\"delta\":{\"content\":\"x\"}}]" u "}\n\n"
+	static const char text[] = ROLE(0, CU(5, 0)) ROLE(1, CU(5, 0)) TOK(0, CU(5, 1)) TOK(1, CU(5, 1))
+		TOK(0, CU(5, 2)) TOK(1, CU(5, 2));
+	struct fg_sse s;
+	struct fg_buf out = { 0 };
+
+	fg_sse_init(&s, FG_SSE_CHUNKS, true, true);
+	relay(&s, text, 9, &out);
+	assert_int_equal(s.content_events, 4);
+	assert_true(s.usage.completion_tokens == 2);
+	assert_false(s.final_usage);
+	assert_true(fg_sse_output(&s) == 4);
+	assert_true(s.usage.prompt_tokens == 5);
+	fg_sse_free(&s);
+	fg_buf_free(&out);
+}
+
 static void responses_events_give_usage_and_output(void **state)
 {
 	(void)state;
@@ -547,6 +570,7 @@ int main(void)
 		cmocka_unit_test(the_tokenize_answer_is_read),
 		cmocka_unit_test(continuous_usage_is_cut_for_clients_that_did_not_ask),
 		cmocka_unit_test(the_first_prompt_count_can_stop_the_stream),
+		cmocka_unit_test(output_so_far_counts_every_choice),
 		cmocka_unit_test(responses_events_give_usage_and_output),
 		cmocka_unit_test(responses_usage_reads_under_its_names),
 	};
