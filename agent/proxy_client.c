@@ -595,8 +595,6 @@ static bool admit(struct fg_client *c)
 					      &x->info.shape, now);
 
 	x->gwr.item.owner = c;
-	if (x->info.shape.exact_prompt_tokens)
-		fg_gw_learn(px->gw, &x->gwr, x->info.model, (double)x->info.shape.exact_prompt_tokens);
 	switch (d.outcome) {
 	case FG_GW_QUEUED:
 	case FG_GW_LONG_CONTEXT:

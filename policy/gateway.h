@@ -148,8 +148,8 @@ void fg_gw_output(struct fg_gateway *gw, struct fg_gw_request *req, double compl
  * what it used). */
 struct fg_gw_decision fg_gw_prompt_known(struct fg_gateway *gw, struct fg_gw_request *req,
 					 double prompt_tokens, uint64_t now_ns);
-/* Learn from the engine's prompt count for this request (its usage, or
- * /tokenize's answer): the tenant's own calibration for the model. */
+/* Learn from the engine's prompt count in this request's usage: the
+ * tenant's own calibration for the model (nothing else moves it). */
 void fg_gw_learn(struct fg_gateway *gw, const struct fg_gw_request *req, const char *model,
 		 double prompt_tokens);
 /* The tenant's current chars/token for `model`. */
