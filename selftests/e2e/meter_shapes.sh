@@ -117,6 +117,18 @@ row "chat, video part" /v1/chat/completions \
 	'{"messages":[{"role":"user","content":[{"type":"video_url","video_url":{"url":"https://x/v.mp4"}}]}]}' - 400
 expect_eq "  unsupported_content" "$(jq -r .error.code "$PX_TMP/resp")" unsupported_content
 
+# issue #20's conversation: 20,000 messages of 20 bytes, 180,003 tokens by
+# the engine's count (3 + 20,000 x (4 + 5)); the estimate counts the
+# template's tokens per message too (it said ~127.5K when it did not)
+{
+	printf '{"messages":['
+	yes '{"role":"user","content":"twenty bytes of text"}' | head -n 20000 | paste -sd, -
+	printf '],"max_tokens":10}'
+} >"$PX_TMP/conv.json"
+code=$(pc "$PX_URL/v1/chat/completions" -H "$K" --data-binary @"$PX_TMP/conv.json" -o "$PX_TMP/resp" -w '%{http_code}')
+expect_eq "20,000 messages: 400, needing 180,003 + 10 tokens of context" \
+	"$code $(jq -r .error.message "$PX_TMP/resp" | grep -o 'needs [a-z ]*[0-9]* tokens')" "400 needs 180013 tokens"
+
 # a text-only model (the policy's default: image_tokens 0) refuses images itself
 sed -i 's/image_tokens: 576, //' "$PX_TMP/policy.yaml"
 pctl policy apply "$PX_TMP/policy.yaml" >/dev/null
