@@ -520,19 +520,19 @@ static void value_ended(struct scan *sc, int level)
 	if (level == 1) {
 		size_t end = consumed(sc);
 		scope_value_end(&sc->top, end);
-		static const struct { enum slot slot; enum fg_tok_member m; } tok[] = {
-			{ S_MODEL, FG_TM_MODEL }, { S_MESSAGES, FG_TM_MESSAGES },
-			{ S_TOOLS, FG_TM_TOOLS }, { S_PROMPT, FG_TM_PROMPT }, { S_INPUT, FG_TM_PROMPT },
-			{ S_ADD_GENERATION, FG_TM_ADD_GENERATION },
-			{ S_CONTINUE_FINAL, FG_TM_CONTINUE_FINAL },
-			{ S_CHAT_TEMPLATE, FG_TM_CHAT_TEMPLATE },
-			{ S_TEMPLATE_KWARGS, FG_TM_TEMPLATE_KWARGS },
-			{ S_ADD_SPECIAL, FG_TM_ADD_SPECIAL }, { S_MM_KWARGS, FG_TM_MM_KWARGS },
-			{ S_INSTRUCTIONS, FG_TM_INSTRUCTIONS },
+		/* the members a /tokenize body copies, by slot (0: none; else m + 1) */
+		static const uint8_t tok[S_NSLOTS] = {
+			[S_MODEL] = FG_TM_MODEL + 1, [S_MESSAGES] = FG_TM_MESSAGES + 1,
+			[S_TOOLS] = FG_TM_TOOLS + 1, [S_PROMPT] = FG_TM_PROMPT + 1,
+			[S_INPUT] = FG_TM_PROMPT + 1, [S_ADD_GENERATION] = FG_TM_ADD_GENERATION + 1,
+			[S_CONTINUE_FINAL] = FG_TM_CONTINUE_FINAL + 1,
+			[S_CHAT_TEMPLATE] = FG_TM_CHAT_TEMPLATE + 1,
+			[S_TEMPLATE_KWARGS] = FG_TM_TEMPLATE_KWARGS + 1,
+			[S_ADD_SPECIAL] = FG_TM_ADD_SPECIAL + 1, [S_MM_KWARGS] = FG_TM_MM_KWARGS + 1,
+			[S_INSTRUCTIONS] = FG_TM_INSTRUCTIONS + 1,
 		};
-		for (size_t k = 0; k < sizeof(tok) / sizeof(tok[0]); k++)
-			if (tok[k].slot == sc->slot)
-				sc->info->tok[tok[k].m] = (struct fg_span){ sc->key_start, end };
+		if (tok[sc->slot])
+			sc->info->tok[tok[sc->slot] - 1] = (struct fg_span){ sc->key_start, end };
 	} else if (level == 2 && sc->slot == S_STREAM_OPTIONS &&
 		   sc->v[S_STREAM_OPTIONS].type == V_OBJECT) {
 		scope_value_end(&sc->so, consumed(sc));
@@ -604,44 +604,43 @@ static int cb_string(void *ctx, const unsigned char *s, size_t l)
 	return 1;
 }
 
-static bool key_is(const unsigned char *s, size_t l, const char *name)
+/* inline: the name is a literal, so strlen folds to a constant */
+static inline bool key_is(const unsigned char *s, size_t l, const char *name)
 {
 	return strlen(name) == l && !memcmp(s, name, l);
 }
 
+#define NAME(lit, slot) { lit, sizeof(lit) - 1, slot }
 static enum slot slot_of(const struct scan *sc, const unsigned char *s, size_t l)
 {
-	static const struct { const char *name; enum slot slot; } common[] = {
-		{ "cache_salt", S_CACHE_SALT },
-		{ "priority", S_PRIORITY },
-	};
-	static const struct { const char *name; enum slot slot; } names[] = {
-		{ "model", S_MODEL },
-		{ "tools", S_TOOLS },
-		{ "max_completion_tokens", S_MAX_COMPLETION },
-		{ "max_tokens", S_MAX_TOKENS },
-		{ "max_output_tokens", S_MAX_OUTPUT },
-		{ "n", S_N },
-		{ "best_of", S_BEST_OF },
-		{ "use_beam_search", S_BEAM },
-		{ "stream", S_STREAM },
-		{ "stream_options", S_STREAM_OPTIONS },
-		{ "instructions", S_INSTRUCTIONS },
-		{ "previous_response_id", S_PREVIOUS_RESPONSE },
-		{ "background", S_BACKGROUND },
-		{ "conversation", S_CONVERSATION },
-		{ "add_generation_prompt", S_ADD_GENERATION },
-		{ "continue_final_message", S_CONTINUE_FINAL },
-		{ "chat_template", S_CHAT_TEMPLATE },
-		{ "chat_template_kwargs", S_TEMPLATE_KWARGS },
-		{ "add_special_tokens", S_ADD_SPECIAL },
-		{ "mm_processor_kwargs", S_MM_KWARGS },
-		{ "tokens", S_TOKENS },
+	static const struct { const char *name; size_t len; enum slot slot; } names[] = {
+		NAME("model", S_MODEL),
+		NAME("tools", S_TOOLS),
+		NAME("max_completion_tokens", S_MAX_COMPLETION),
+		NAME("max_tokens", S_MAX_TOKENS),
+		NAME("max_output_tokens", S_MAX_OUTPUT),
+		NAME("n", S_N),
+		NAME("best_of", S_BEST_OF),
+		NAME("use_beam_search", S_BEAM),
+		NAME("stream", S_STREAM),
+		NAME("stream_options", S_STREAM_OPTIONS),
+		NAME("instructions", S_INSTRUCTIONS),
+		NAME("previous_response_id", S_PREVIOUS_RESPONSE),
+		NAME("background", S_BACKGROUND),
+		NAME("conversation", S_CONVERSATION),
+		NAME("add_generation_prompt", S_ADD_GENERATION),
+		NAME("continue_final_message", S_CONTINUE_FINAL),
+		NAME("chat_template", S_CHAT_TEMPLATE),
+		NAME("chat_template_kwargs", S_TEMPLATE_KWARGS),
+		NAME("add_special_tokens", S_ADD_SPECIAL),
+		NAME("mm_processor_kwargs", S_MM_KWARGS),
+		NAME("tokens", S_TOKENS),
 	};
 
-	for (size_t i = 0; i < sizeof(common) / sizeof(common[0]); i++)
-		if (key_is(s, l, common[i].name))
-			return common[i].slot;
+	if (key_is(s, l, "cache_salt"))
+		return S_CACHE_SALT;
+	if (key_is(s, l, "priority"))
+		return S_PRIORITY;
 	if (sc->api == FG_API_PASSTHROUGH)
 		return S_OTHER; /* only salt and priority matter there */
 	if (key_is(s, l, "messages"))
@@ -655,10 +654,11 @@ static enum slot slot_of(const struct scan *sc, const unsigned char *s, size_t l
 		return sc->api == FG_API_RESPONSES ? S_INPUT
 		       : sc->api == FG_API_EMBEDDINGS ? S_PROMPT : S_OTHER;
 	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
-		if (key_is(s, l, names[i].name))
+		if (names[i].len == l && !memcmp(names[i].name, s, l))
 			return names[i].slot;
 	return S_OTHER;
 }
+#undef NAME
 
 static enum msg_key msg_key_of(const unsigned char *s, size_t l)
 {
@@ -1157,6 +1157,25 @@ static struct cut cut_of(size_t cut_from, size_t cut_to, size_t kept_end)
 
 #define N_OWNED 6
 
+/* `"key":` then v and a comma, at out + o (printf cost more than the rest
+ * of the splice); returns the new end. */
+static size_t put_member(char *out, size_t o, const char *key, uint64_t v)
+{
+	char digits[20];
+	int n = 0;
+	size_t kl = strlen(key);
+
+	memcpy(out + o, key, kl);
+	o += kl;
+	do
+		digits[n++] = (char)('0' + v % 10);
+	while ((v /= 10));
+	while (n)
+		out[o++] = digits[--n];
+	out[o++] = ',';
+	return o;
+}
+
 char *fg_request_forward_body(const struct fg_req_info *info, const char *body, size_t len,
 			      const struct fg_rewrite *rw, size_t *out_len)
 {
@@ -1206,13 +1225,12 @@ char *fg_request_forward_body(const struct fg_req_info *info, const char *body, 
 	if (rw->set_priority)
 		o += (size_t)snprintf(out + o, 24, "\"priority\":%d,", rw->priority);
 	if (cap) {
-		unsigned long long v = (unsigned long long)rw->max_tokens;
 		if (responses)
-			o += (size_t)snprintf(out + o, 48, "\"max_output_tokens\":%llu,", v);
+			o = put_member(out, o, "\"max_output_tokens\":", rw->max_tokens);
 		else
-			o += (size_t)snprintf(out + o, 48, "\"max_tokens\":%llu,", v);
+			o = put_member(out, o, "\"max_tokens\":", rw->max_tokens);
 		if (chat)
-			o += (size_t)snprintf(out + o, 48, "\"max_completion_tokens\":%llu,", v);
+			o = put_member(out, o, "\"max_completion_tokens\":", rw->max_tokens);
 	}
 	if (rw->force_usage) {
 		memcpy(out + o, usage_opts, sizeof(usage_opts) - 1), o += sizeof(usage_opts) - 1;
