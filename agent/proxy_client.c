@@ -538,13 +538,27 @@ static bool origin_form(struct fg_client *c, const char **why)
 	return true;
 }
 
+static uint32_t method_bit(unsigned method)
+{
+	switch (method) {
+	case HTTP_GET: return FG_M_GET;
+	case HTTP_POST: return FG_M_POST;
+	case HTTP_HEAD: return FG_M_HEAD;
+	case HTTP_PUT: return FG_M_PUT;
+	case HTTP_PATCH: return FG_M_PATCH;
+	case HTTP_DELETE: return FG_M_DELETE;
+	case HTTP_OPTIONS: return FG_M_OPTIONS;
+	default: return 0; /* no route takes it: 404 or 405 */
+	}
+}
+
 /* Which route the request takes; false when it was answered (400, 404, 405). */
 static bool route(struct fg_client *c)
 {
 	struct fg_proxy *px = c->px;
 	struct fg_exchange *x = &c->x;
 	const char *name = http_method_str(c->parser.method), *why = NULL;
-	uint32_t method = fg_method_bit(name, strlen(name));
+	uint32_t method = method_bit(c->parser.method);
 	char msg[320];
 	enum fg_route_verdict v = FG_ROUTE_BAD_TARGET;
 

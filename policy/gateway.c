@@ -136,6 +136,32 @@ static bool uncertain(uint64_t safe, uint64_t most, uint64_t limit, bool cut_off
 	return !cut_off_later || (double)safe >= (double)limit * (1 - FG_EXACT_MARGIN);
 }
 
+/* A cheap screen: even at the most tokens its bytes can make and the
+ * largest cap it can take, the request fits every limit and the bucket is
+ * above any price it could have: nothing to count. */
+static bool maybe_near_a_limit(const struct fg_gateway *gw, uint32_t tenant,
+			       const struct fg_request_shape *shape, uint64_t now_ns)
+{
+	const struct fg_policy *p = gw->policy;
+	const struct fg_tier *tier = tier_of(gw, tenant);
+	uint32_t n = shape->n ? shape->n : 1;
+	uint64_t out = shape->prompt_only ? 0
+		       : shape->max_tokens ? shape->max_tokens
+		       : tier->default_max_tokens ? tier->default_max_tokens : FG_FALLBACK_MAX_TOKENS;
+	uint64_t hi = tokens_of(fg_prompt_bound(&p->replica.model, shape));
+	uint64_t ctx = hi + out, kv = fg_kv_tokens(hi, out, n);
+	uint64_t limits[] = { tier->max_context, gw->engine_max_model_len,
+			      p->agent.long_context_threshold };
+	for (size_t i = 0; i < sizeof(limits) / sizeof(limits[0]); i++)
+		if (limits[i] && ctx > limits[i])
+			return true;
+	if ((gw->kv_caps && gw->kv.cap[tenant] && kv > gw->kv.cap[tenant]) || kv > gw->kv.node_cap)
+		return true;
+	struct fg_bucket b = gw->t[tenant].bucket;
+	double top = metered(gw, (double)hi * (1 + FG_EXACT_MARGIN), 0, (double)n * (double)out);
+	return fg_bucket_level(&b, now_ns) < top;
+}
+
 bool fg_gw_exact_wanted(const struct fg_gateway *gw, uint32_t tenant, const char *model,
 			const struct fg_request_shape *shape, bool cut_off_later, uint64_t now_ns)
 {
@@ -145,6 +171,8 @@ bool fg_gw_exact_wanted(const struct fg_gateway *gw, uint32_t tenant, const char
 	if (tenant >= p->n_tenants || shape->fixed_units > 0 || shape->no_gpu ||
 	    shape->exact_prompt_tokens || shape->prompts > 1 || !shape->prompt_chars)
 		return false;
+	if (!maybe_near_a_limit(gw, tenant, shape, now_ns))
+		return false; /* the common small request: no sizing twice */
 	size_request(gw, tenant, model, shape, &z);
 	uint64_t threshold = p->agent.long_context_threshold;
 	if (uncertain(z.ctx_safe, z.ctx_max, z.context_limit, cut_off_later) ||

@@ -92,6 +92,31 @@ void fg_calibration_learn(struct fg_calibration *c, int model, double prior, uin
 		s->samples++;
 }
 
+static double framing_of(const struct fg_model *rule, const struct fg_request_shape *s)
+{
+	return s->chat ? (double)s->messages * rule->message_tokens + rule->reply_tokens : 0;
+}
+
+static double media_of(const struct fg_model *rule, const struct fg_request_shape *s)
+{
+	return (double)s->images * rule->image_tokens + (double)s->audios * rule->audio_tokens;
+}
+
+double fg_prompt_bound(const struct fg_model *rule, const struct fg_request_shape *s)
+{
+	uint32_t seqs = s->prompts > 1 ? s->prompts : 1;
+	double bound = (double)s->prompt_chars + (double)s->prompt_token_ids + media_of(rule, s) +
+		       2 * framing_of(rule, s) +
+		       (s->chat ? (double)s->messages * FG_MESSAGE_SLACK : 0) +
+		       (double)seqs * FG_PROMPT_SLACK;
+
+	/* the template may add more than the policy says: twice its framing
+	 * and some slack a message still bound what an honest engine counts */
+	if (s->exact_prompt_tokens && seqs == 1 && bound < (double)s->exact_prompt_tokens)
+		bound = (double)s->exact_prompt_tokens;
+	return bound;
+}
+
 struct fg_prompt_est fg_estimate_prompt(const struct fg_model *rule, double cpt,
 					const struct fg_request_shape *s)
 {
@@ -99,21 +124,13 @@ struct fg_prompt_est fg_estimate_prompt(const struct fg_model *rule, double cpt,
 	double prior = prior_of(rule->chars_per_token);
 	double safe = fmin(prior_of(cpt), prior);
 	uint32_t seqs = s->prompts > 1 ? s->prompts : 1;
-	double framing = 0, media = (double)s->images * rule->image_tokens +
-				    (double)s->audios * rule->audio_tokens;
 
 	cpt = prior_of(cpt);
-	if (s->chat)
-		framing = (double)s->messages * rule->message_tokens + rule->reply_tokens;
-	e.fixed = framing + media + (double)s->prompt_token_ids;
+	e.fixed = framing_of(rule, s) + media_of(rule, s) + (double)s->prompt_token_ids;
 	double chars = (double)s->prompt_chars;
 	e.tokens = ceil(chars / cpt) + e.fixed;
 	e.tokens_safe = ceil(chars / safe) + e.fixed;
-	/* the template may add more than the policy says: twice its framing
-	 * and some slack a message still bound what an honest engine counts */
-	e.tokens_max = chars + (double)s->prompt_token_ids + media + 2 * framing +
-		       (s->chat ? (double)s->messages * FG_MESSAGE_SLACK : 0) +
-		       (double)seqs * FG_PROMPT_SLACK;
+	e.tokens_max = fg_prompt_bound(rule, s);
 	if (seqs > 1) {
 		double lc = (double)s->longest_chars, li = (double)s->longest_token_ids;
 		e.longest = ceil(lc / cpt) + li;
@@ -126,8 +143,6 @@ struct fg_prompt_est fg_estimate_prompt(const struct fg_model *rule, double cpt,
 	}
 	if (s->exact_prompt_tokens && seqs == 1) {
 		e.tokens = e.longest = e.tokens_safe = e.longest_safe = (double)s->exact_prompt_tokens;
-		if (e.tokens_max < e.tokens)
-			e.tokens_max = e.longest_max = e.tokens;
 		e.exact = true;
 	}
 	return e;

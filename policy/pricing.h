@@ -109,6 +109,9 @@ struct fg_prompt_est {
 };
 struct fg_prompt_est fg_estimate_prompt(const struct fg_model *rule, double cpt,
 					const struct fg_request_shape *s);
+/* Its tokens_max alone (every sequence): the most tokens the request's
+ * bytes, ids, media and framing can make, for a cheap screen. */
+double fg_prompt_bound(const struct fg_model *rule, const struct fg_request_shape *s);
 
 struct fg_price {
 	double prompt_tokens;      /* estimated, all sequences */

@@ -6,25 +6,36 @@
 
 #define READ_ONLY (FG_M_GET | FG_M_HEAD)
 
+#define ROUTE(p, m, api, pub) { p, sizeof(p) - 1, m, api, pub }
 static const struct builtin {
 	const char *path;
+	size_t len;
 	uint32_t methods;
 	enum fg_api api;
 	bool public_path;
 } builtins[] = {
-	{ "/v1/chat/completions", FG_M_POST, FG_API_CHAT, false },
-	{ "/v1/completions", FG_M_POST, FG_API_COMPLETIONS, false },
-	{ "/v1/embeddings", FG_M_POST, FG_API_EMBEDDINGS, false },
-	{ "/v1/responses", FG_M_POST, FG_API_RESPONSES, false },
-	{ "/tokenize", FG_M_POST, FG_API_TOKENIZE, false },
-	{ "/detokenize", FG_M_POST, FG_API_DETOKENIZE, false },
-	{ "/v1/models", READ_ONLY, FG_API_NONE, false },
-	{ "/metrics", READ_ONLY, FG_API_NONE, false },
+	ROUTE("/v1/chat/completions", FG_M_POST, FG_API_CHAT, false),
+	ROUTE("/v1/completions", FG_M_POST, FG_API_COMPLETIONS, false),
+	ROUTE("/v1/embeddings", FG_M_POST, FG_API_EMBEDDINGS, false),
+	ROUTE("/v1/responses", FG_M_POST, FG_API_RESPONSES, false),
+	ROUTE("/tokenize", FG_M_POST, FG_API_TOKENIZE, false),
+	ROUTE("/detokenize", FG_M_POST, FG_API_DETOKENIZE, false),
+	ROUTE("/v1/models", READ_ONLY, FG_API_NONE, false),
+	ROUTE("/metrics", READ_ONLY, FG_API_NONE, false),
 	/* probes: load balancers and kubelets ask without a key */
-	{ "/health", READ_ONLY, FG_API_NONE, true },
-	{ "/ping", READ_ONLY, FG_API_NONE, true },
-	{ "/version", READ_ONLY, FG_API_NONE, true },
+	ROUTE("/health", READ_ONLY, FG_API_NONE, true),
+	ROUTE("/ping", READ_ONLY, FG_API_NONE, true),
+	ROUTE("/version", READ_ONLY, FG_API_NONE, true),
 };
+#undef ROUTE
+
+static const struct builtin *builtin_of(const char *path, size_t len)
+{
+	for (size_t i = 0; i < sizeof(builtins) / sizeof(builtins[0]); i++)
+		if (builtins[i].len == len && !memcmp(builtins[i].path, path, len))
+			return &builtins[i];
+	return NULL;
+}
 
 static const char *const method_names[] = { "GET", "HEAD", "POST", "PUT", "PATCH", "DELETE",
 					    "OPTIONS" };
@@ -88,10 +99,7 @@ static bool same(const char *p, size_t len, const char *want)
 
 bool fg_route_is_builtin(const char *path, size_t len)
 {
-	for (size_t i = 0; i < sizeof(builtins) / sizeof(builtins[0]); i++)
-		if (same(path, len, builtins[i].path))
-			return true;
-	return false;
+	return builtin_of(path, len) != NULL;
 }
 
 static const struct fg_passthrough *find_passthrough(const struct fg_agent *a, const char *p,
@@ -129,12 +137,9 @@ enum fg_route_verdict fg_route_target(const struct fg_agent *a, uint32_t method,
 		*why = "a request target cannot carry a fragment ('#')";
 		return FG_ROUTE_BAD_TARGET;
 	}
-	if ((*why = fg_url_path_problem(target, plen)))
-		return FG_ROUTE_BAD_TARGET;
-	for (size_t i = 0; i < sizeof(builtins) / sizeof(builtins[0]); i++) {
-		const struct builtin *b = &builtins[i];
-		if (!same(target, plen, b->path))
-			continue;
+	/* the table's paths are canonical: an exact match needs no check */
+	const struct builtin *b = builtin_of(target, plen);
+	if (b) {
 		if (!(b->methods & method)) {
 			out->allowed = b->methods;
 			return FG_ROUTE_METHOD;
@@ -143,6 +148,8 @@ enum fg_route_verdict fg_route_target(const struct fg_agent *a, uint32_t method,
 		out->public_path = b->public_path;
 		return FG_ROUTE_OK;
 	}
+	if ((*why = fg_url_path_problem(target, plen)))
+		return FG_ROUTE_BAD_TARGET;
 	const struct fg_passthrough *e = find_passthrough(a, target, plen);
 	if (!e)
 		return FG_ROUTE_NOT_FOUND;
