@@ -16,7 +16,7 @@
 set -u
 BUILD=$(cd "${1:-build}" && pwd)
 [ "$(id -u)" -eq 0 ] || { echo "tokenize bench: needs root (namespaces)"; exit 0; }
-ROUNDS=${FG_BENCH_ROUNDS:-9} PER=${FG_BENCH_REQUESTS:-15}
+ROUNDS=${FG_BENCH_ROUNDS:-7} PER=${FG_BENCH_REQUESTS:-11}
 SNS=fgt-tkb-s$$ CNS=fgt-tkb-c$$ SRV=10.252.0.1
 TMP=$(mktemp -d /tmp/fgt-tkb.XXXXXX)
 PIDS=()
