@@ -1,7 +1,9 @@
 /* proxy_client.c — the client side of the proxy: read and parse HTTP/1.1
- * requests (libhttp-parser, keep-alive and pipelining), name the tenant,
- * price and admit, answer refusals in OpenAI's error shape, and write
- * responses back with backpressure and timeouts. Forwarding is
+ * requests (libhttp-parser, keep-alive and pipelining), route the target
+ * (policy/request_path: deny by default), name the tenant, price and admit
+ * (first asking the engine's /tokenize, agent/engine_tokenize.c, when the
+ * estimate is near a limit), answer refusals in OpenAI's error shape, and
+ * write responses back with backpressure and timeouts. Forwarding is
  * proxy_upstream.c's (fg_proxy_dispatch). */
 #include <errno.h>
 #include <inttypes.h>
