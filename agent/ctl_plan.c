@@ -1,7 +1,7 @@
 /* ctl_plan.c — `fairgatectl plan`: the cost model's derivations for a policy,
  * printed the way the seed works them out, or as JSON (the same keys),
  * with the price of an output token by the context it decodes against.
- * Optional: one request's price (--in/--out, with --n and --cached), a tenant
+ * Optional: one request's price (--in/--out, with --n, --prompts and --cached), a tenant
  * load (--rps with --in/--out) and a context length (--context). */
 #include <getopt.h>
 #include <jansson.h>
@@ -17,7 +17,7 @@
 struct plan_args {
 	const char *policy, *tenants;
 	bool json;
-	double rps, in, out, n, cached, context;
+	double rps, in, out, n, prompts, cached, context;
 	bool have_request, have_load, have_context;
 };
 
@@ -41,7 +41,7 @@ static int parse_args(int argc, char **argv, struct plan_args *a)
 		{ "rps", required_argument, NULL, 'r' },    { "in", required_argument, NULL, 'i' },
 		{ "out", required_argument, NULL, 'o' },    { "context", required_argument, NULL, 'c' },
 		{ "n", required_argument, NULL, 'n' },      { "cached", required_argument, NULL, 'k' },
-		{ "tenants", required_argument, NULL, 't' },
+		{ "tenants", required_argument, NULL, 't' }, { "prompts", required_argument, NULL, 'P' },
 		{ 0 }
 	};
 	int opt, load_flags = 0;
@@ -59,6 +59,7 @@ static int parse_args(int argc, char **argv, struct plan_args *a)
 		case 'c': if (parse_number("--context", optarg, &a->context)) return -1; a->have_context = true; break;
 		case 'n': if (parse_number("--n", optarg, &a->n)) return -1; load_flags |= 8; break;
 		case 'k': if (parse_number("--cached", optarg, &a->cached)) return -1; load_flags |= 16; break;
+		case 'P': if (parse_number("--prompts", optarg, &a->prompts)) return -1; load_flags |= 32; break;
 		default: return -1;
 		}
 	}
@@ -74,18 +75,24 @@ static int parse_args(int argc, char **argv, struct plan_args *a)
 		fprintf(stderr, "fairgatectl plan: --rps, --in and --out go together\n");
 		return -1;
 	}
-	if ((load_flags & 1) && (load_flags & 24)) {
-		fprintf(stderr, "fairgatectl plan: --n and --cached price one request; a load (--rps) is n = 1, uncached\n");
+	if ((load_flags & 1) && (load_flags & 56)) {
+		fprintf(stderr, "fairgatectl plan: --n, --prompts and --cached price one request; a load (--rps) is n = 1, one prompt, uncached\n");
 		return -1;
 	}
 	if (load_flags && (load_flags & 6) != 6) {
-		fprintf(stderr, "fairgatectl plan: --in and --out go together (and --n, --cached need them)\n");
+		fprintf(stderr, "fairgatectl plan: --in and --out go together (and --n, --prompts, --cached need them)\n");
 		return -1;
 	}
 	if (!(load_flags & 8))
 		a->n = 1;
 	if (a->n < 1 || a->n != floor(a->n)) {
 		fprintf(stderr, "fairgatectl plan: --n wants a whole number of choices, at least 1\n");
+		return -1;
+	}
+	if (!(load_flags & 32))
+		a->prompts = 1;
+	if (a->prompts < 1 || a->prompts != floor(a->prompts)) {
+		fprintf(stderr, "fairgatectl plan: --prompts wants a whole number of prompts, at least 1\n");
 		return -1;
 	}
 	if (a->cached > a->in) {
@@ -96,6 +103,14 @@ static int parse_args(int argc, char **argv, struct plan_args *a)
 	a->have_request = (load_flags & 6) == 6;
 	a->have_load = load_flags & 1;
 	return 0;
+}
+
+/* The request of --in/--out/--n/--prompts/--cached with `out` output tokens:
+ * `prompts` prompts (a completions prompt array) summing to --in, n choices
+ * each. */
+static double request_units(const struct fg_cost_model *cm, const struct plan_args *a, double out)
+{
+	return fg_request_units_batch(cm, a->in, a->cached, out, a->prompts, a->prompts * a->n);
 }
 
 /* The contexts the per-token table shows, ascending: the reference, the
@@ -181,9 +196,9 @@ static void print_json(const struct fg_cost_model *cm, const struct plan_args *a
 	json_object_set_new(o, "output_weight_at_context", units);
 	if (a->have_request) {
 		json_object_set_new(o, "request_units",
-				    json_real(fg_request_units_n(cm, a->in, a->cached, a->out, a->n)));
+				    json_real(request_units(cm, a, a->out)));
 		json_object_set_new(o, "request_output_units",
-				    json_real(fg_output_units(cm, a->in, a->out, a->n)));
+				    json_real(request_units(cm, a, a->out) - request_units(cm, a, 0)));
 	}
 	if (a->have_load) {
 		struct fg_load_cost l = fg_load_cost(cm, a->rps, a->in, a->out);
@@ -271,12 +286,13 @@ static void print_human(const struct fg_policy *p, const struct fg_cost_model *c
 	printf("dedicated replica   = %u GPUs x $%.2f x %.0f h = $%.0f per month\n", r->gpus,
 	       r->usd_per_hour, FG_HOURS_PER_MONTH, cm->dedicated_usd_per_month);
 	if (a->have_request && !a->have_load) {
-		double out = fg_output_units(cm, a->in, a->out, a->n);
-		printf("\nrequest of %g in (%g cached) and %g out over %g choice%s:\n", a->in, a->cached,
-		       a->out, a->n, a->n == 1 ? "" : "s");
-		printf("units         = %.1f prompt + %.1f output = %.1f\n",
-		       fg_request_units_n(cm, a->in, a->cached, 0, 1), out,
-		       fg_request_units_n(cm, a->in, a->cached, a->out, a->n));
+		double prompt = request_units(cm, a, 0), all = request_units(cm, a, a->out);
+		printf("\nrequest of %g in (%g cached", a->in, a->cached);
+		if (a->prompts > 1)
+			printf(", over %g prompts", a->prompts);
+		printf(") and %g out over %g sequence%s:\n", a->out, a->prompts * a->n,
+		       a->prompts * a->n == 1 ? "" : "s");
+		printf("units         = %.1f prompt + %.1f output = %.1f\n", prompt, all - prompt, all);
 	}
 	if (a->have_load) {
 		struct fg_load_cost l = fg_load_cost(cm, a->rps, a->in, a->out);

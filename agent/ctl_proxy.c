@@ -53,6 +53,18 @@ static json_t *tenant_json(const struct fg_policy *p, struct fg_gateway *gw,
 	json_object_set_new(o, "output_tokens_billed", json_real(g->billed_output_tokens));
 	json_object_set_new(o, "output_units_billed", json_real(g->billed_output_units));
 	json_object_set_new(o, "long_context", json_integer((json_int_t)t->long_context));
+	json_t *cal = json_object();
+	for (int k = 0; k < FG_CAL_SLOTS; k++) {
+		const struct fg_cal_slot *sl = &g->cal.s[k];
+		if (sl->model && sl->samples && sl->model <= gw->models.n)
+			json_object_set_new(cal, gw->models.name[sl->model - 1],
+					    json_real(fg_chars_per_token(&g->cal, sl->model,
+									 p->replica.model.chars_per_token)));
+	}
+	json_object_set_new(o, "chars_per_token", cal);
+	json_object_set_new(o, "exact_counts", json_integer((json_int_t)g->exact_counts));
+	json_object_set_new(o, "cut_off", json_integer((json_int_t)g->cut_off));
+	json_object_set_new(o, "usage_clamped", json_integer((json_int_t)g->usage_clamped));
 	return o;
 }
 
@@ -141,10 +153,9 @@ static json_t *cmd_status(struct fg_agent_state *st, json_t *req, char *err, siz
 		rejected += px->quota.by_id[i]->rejected;
 		settled += px->quota.by_id[i]->settled;
 	}
-	json_t *cal = json_object();
-	for (uint32_t i = 0; i < px->gw->cal.n; i++)
-		json_object_set_new(cal, px->gw->cal.e[i].model[0] ? px->gw->cal.e[i].model : "*",
-				    json_real(px->gw->cal.e[i].chars_per_token));
+	/* the prior every tenant starts from; each tenant's own ratios are in
+	 * its entry */
+	json_t *cal = json_pack("{s:f}", "prior", st->policy->replica.model.chars_per_token);
 	json_t *r = json_pack("{s:s, s:s, s:s, s:s, s:b, s:f, s:i, s:i, s:i, s:i, s:{s:I, s:I, s:I, s:I, s:I},"
 			 " s:{s:I, s:f}, s:o, s:o}",
 			 "mode", a->mode == FG_MODE_TRANSPARENT ? "transparent" : "front",

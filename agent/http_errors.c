@@ -13,6 +13,7 @@ const char *fg_http_reason(int status)
 	case 401: return "Unauthorized";
 	case 403: return "Forbidden";
 	case 404: return "Not Found";
+	case 405: return "Method Not Allowed";
 	case 408: return "Request Timeout";
 	case 411: return "Length Required";
 	case 413: return "Content Too Large";
@@ -29,8 +30,7 @@ const char *fg_http_reason(int status)
 	}
 }
 
-int fg_http_error(struct fg_buf *out, int status, const char *type, const char *code,
-		  const char *param, const char *message, const char *extra_headers, bool close)
+char *fg_error_json(const char *type, const char *code, const char *param, const char *message)
 {
 	json_t *err = json_pack("{s:{s:s, s:s, s:s?, s:s?}}", "error", "message", message, "type",
 				type, "param", param, "code", code);
@@ -47,9 +47,17 @@ int fg_http_error(struct fg_buf *out, int status, const char *type, const char *
 				"param", param, "code", code);
 	}
 	char *body = err ? json_dumps(err, JSON_COMPACT) : NULL;
-	int rc = -1;
 
 	json_decref(err);
+	return body;
+}
+
+int fg_http_error(struct fg_buf *out, int status, const char *type, const char *code,
+		  const char *param, const char *message, const char *extra_headers, bool close)
+{
+	char *body = fg_error_json(type, code, param, message);
+	int rc = -1;
+
 	if (!body)
 		return -1;
 	size_t blen = strlen(body);

@@ -9,6 +9,10 @@
 
 const char *fg_http_reason(int status);
 
+/* {"error":{"message","type","param","code"}} (malloc'd, compact); a
+ * message that is not UTF-8 goes out with its other bytes as '?'. */
+char *fg_error_json(const char *type, const char *code, const char *param, const char *message);
+
 /* Append a whole HTTP/1.1 response. `extra_headers` is "" or complete
  * "Name: value\r\n" lines; `close` adds Connection: close. 0 or -1 (OOM). */
 int fg_http_error(struct fg_buf *out, int status, const char *type, const char *code,

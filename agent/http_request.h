@@ -1,11 +1,16 @@
-/* http_request.h — the JSON body of an OpenAI-style request: what admission
- * needs to price it, and the rewrite forwarded to the engine.
+/* http_request.h — the JSON body of an OpenAI-style (or vLLM) request: what
+ * admission needs to price it, the rewrite forwarded to the engine, and the
+ * body of the /tokenize call that counts its prompt exactly.
  *
- * Rewrite: the tenant's cache_salt replaces any client salt (or none for
- * shared-cache tenants), stream_options.include_usage is forced on for
- * streams so the agent can settle from the engine's usage, and `priority`
- * is set from the tier only where the engine schedules by priority (a
- * client's own priority is never forwarded). */
+ * Rewrite: the output cap that was reserved replaces the client's
+ * (max_tokens and max_completion_tokens for chat, max_tokens for
+ * completions, max_output_tokens for responses), so the engine cannot
+ * generate past what was paid for; the tenant's cache_salt replaces any
+ * client salt (or none for shared-cache tenants); streams get
+ * stream_options {include_usage, continuous_usage_stats} so the agent knows
+ * the true prompt at the first chunk and settles from the engine's usage;
+ * `priority` is set from the tier only where the engine schedules by
+ * priority (a client's own priority is never forwarded). */
 #ifndef FAIRGATE_HTTP_REQUEST_H
 #define FAIRGATE_HTTP_REQUEST_H
 
@@ -13,17 +18,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "policy/pricing.h"
-
-enum fg_api {
-	FG_API_NONE = 0,      /* not an inference call: forwarded unmetered (GET/HEAD) */
-	FG_API_CHAT,          /* POST /v1/chat/completions */
-	FG_API_COMPLETIONS,   /* POST /v1/completions */
-	FG_API_EMBEDDINGS,    /* POST /v1/embeddings: prompt only */
-	FG_API_OTHER_BODY,    /* any other request with a body: priced by its size */
-};
-
-/* The API a request line names; `path` may carry a query string. */
-enum fg_api fg_api_of(int http_method, const char *path, size_t len);
+#include "policy/request_path.h"
 
 /* Where a top-level member the rewrite may drop sits in the body. */
 struct fg_req_member {
@@ -32,48 +27,86 @@ struct fg_req_member {
 	size_t cut_from, cut_to;   /* the member and the comma after it */
 	size_t value_end;
 	size_t open, close;        /* objects: offsets of '{' and '}' */
-	bool has_iu;               /* stream_options.include_usage given */
-	size_t iu_from, iu_to;     /* its cut inside the object */
-	size_t other_end;          /* end of its last other member (0: none) */
+};
+
+/* A member of stream_options the rewrite owns, inside that object. */
+struct fg_inner_member {
+	bool present;
+	size_t cut_from, cut_to;
+};
+
+/* A top-level member copied into the /tokenize body: "key": value. */
+struct fg_span {
+	size_t from, to;           /* to == 0: absent */
+};
+
+enum fg_tok_member {
+	FG_TM_MODEL = 0, FG_TM_MESSAGES, FG_TM_TOOLS, FG_TM_PROMPT, FG_TM_ADD_GENERATION,
+	FG_TM_CONTINUE_FINAL, FG_TM_CHAT_TEMPLATE, FG_TM_TEMPLATE_KWARGS, FG_TM_ADD_SPECIAL,
+	FG_TM_MM_KWARGS, FG_TM_INSTRUCTIONS, FG_TM_N
 };
 
 struct fg_req_info {
+	enum fg_api api;
 	char model[FG_CAL_MODEL_MAX];
 	bool stream;
 	bool client_wants_usage;   /* stream_options.include_usage as the client sent it */
+	bool client_wants_continuous; /* stream_options.continuous_usage_stats */
+	bool input_is_string;      /* responses: `input` is one string */
+	uint32_t videos, files;    /* content parts no rule prices: refused by the proxy */
 	struct fg_request_shape shape;
 	/* the body's layout, for fg_request_forward_body */
 	size_t brace;              /* offset of the top-level '{' */
 	uint32_t members;          /* top-level members */
 	size_t other_end;          /* end of the last member no rewrite drops (0: none) */
 	struct fg_req_member cache_salt, priority, stream_options;
+	struct fg_req_member max_tokens, max_completion_tokens, max_output_tokens;
+	struct fg_inner_member include_usage, continuous_usage;
+	size_t so_kept_end;        /* inside stream_options: end of its last member that stays */
+	struct fg_span tok[FG_TM_N];
 };
 
 /* Parse and validate a body in one streaming pass (yajl): well-formed JSON
  * in strict UTF-8 without NUL (raw or \u0000), lone surrogates, numbers
  * out of range, nesting deeper than 2048 or duplicate keys at any depth,
  * whose top level is an object with the members of `api` well typed.
- * Returns 0, or -1 with a message for the client and the offending
- * parameter (or NULL). No tree is built: the shape, the model and the
- * layout the rewrite needs are recorded in `info`. */
+ * FG_API_PASSTHROUGH takes any object (only its cache_salt and priority
+ * matter). Returns 0, or -1 with a message for the client and the
+ * offending parameter (or NULL). No tree is built: the shape, the model and
+ * the layout the rewrite needs are recorded in `info`. */
 int fg_request_parse(enum fg_api api, const char *body, size_t len, struct fg_req_info *info,
 		     char *msg, size_t msglen, const char **param);
 
 struct fg_rewrite {
 	const char *cache_salt;    /* NULL: forward no salt at all */
-	bool force_usage;          /* streams: stream_options.include_usage = true */
+	bool force_usage;          /* streams: include_usage and continuous_usage_stats on */
 	bool set_priority;
 	int priority;
+	uint64_t max_tokens;       /* > 0: the output cap, written the way info->api names it */
 };
 
 /* The body to forward (malloc'd, NUL-terminated, *out_len bytes) for a body
  * fg_request_parse accepted into `info`: the new members are spliced in
  * after the opening brace and the client's bytes follow untouched, less
- * any member the rewrite owns (a client's cache_salt and priority; with
- * forced usage, its stream_options, whose other members are carried into
- * the new one). Duplicate keys were refused at parse, so nothing can
- * shadow the spliced members. NULL when out of memory. */
+ * any member the rewrite owns (a client's cache_salt and priority; its
+ * output caps when one is written; with forced usage, its stream_options,
+ * whose other members are carried into the new one). Duplicate keys were
+ * refused at parse, so nothing can shadow the spliced members. NULL when
+ * out of memory. */
 char *fg_request_forward_body(const struct fg_req_info *info, const char *body, size_t len,
 			      const struct fg_rewrite *rw, size_t *out_len);
+
+/* The body of a POST /tokenize that counts this request's prompt as the
+ * engine will (vLLM's completion-shaped {"model","prompt"} or chat-shaped
+ * {"model","messages",...}; a responses request becomes chat-shaped: its
+ * instructions a system message, its input the messages). NULL when the
+ * shape cannot be counted in one call (several prompts, token ids) or out
+ * of memory. */
+char *fg_tokenize_body(const struct fg_req_info *info, const char *body, size_t len,
+		       size_t *out_len);
+
+/* vLLM's /tokenize answer: `count` and `max_model_len` (0 when absent).
+ * 0, or -1 when it is not an object with a non-negative integer count. */
+int fg_tokenize_answer(const char *body, size_t len, uint64_t *count, uint64_t *max_model_len);
 
 #endif

@@ -9,10 +9,31 @@
 #include "agent/json_number.h"
 #include "agent/yajl_arena.h"
 
-void fg_sse_init(struct fg_sse *s, bool hide_usage_chunk)
+void fg_sse_init(struct fg_sse *s, enum fg_sse_kind kind, bool hide_usage_chunk,
+		 bool strip_chunk_usage)
 {
 	memset(s, 0, sizeof(*s));
+	s->kind = kind;
 	s->hide_usage_chunk = hide_usage_chunk;
+	s->strip_chunk_usage = strip_chunk_usage;
+}
+
+double fg_sse_output(const struct fg_sse *s)
+{
+	double events = (double)s->content_events;
+
+	if (s->final_usage)
+		return s->usage.completion_tokens;
+	return s->have_usage && s->usage.completion_tokens > events ? s->usage.completion_tokens
+								     : events;
+}
+
+/* vLLM's first chunk of a chat choice: the role, no text (not a token). */
+static bool role_chunk(const char *pl, size_t n)
+{
+	static const char role[] = "\"delta\":{\"role\":\"assistant\",\"content\":\"\"}";
+
+	return memmem(pl, n, role, sizeof(role) - 1) != NULL;
 }
 
 void fg_sse_free(struct fg_sse *s)
@@ -34,16 +55,23 @@ static bool num(const json_t *o, const char *key, double *out)
 	return *out >= 0 && *out <= USAGE_TOKENS_MAX;
 }
 
+/* The chat name if the object has it, else the responses API's. */
+static const char *name_of(const json_t *o, const char *chat, const char *responses)
+{
+	return json_object_get(o, chat) ? chat : responses;
+}
+
 bool fg_usage_from_json(const json_t *obj, struct fg_usage *u)
 {
 	const json_t *usage = json_object_get(obj, "usage");
 
 	if (!json_is_object(usage))
 		return false;
-	return num(usage, "prompt_tokens", &u->prompt_tokens) &&
-	       num(usage, "completion_tokens", &u->completion_tokens) &&
-	       num(json_object_get(usage, "prompt_tokens_details"), "cached_tokens",
-		   &u->cached_tokens);
+	const char *details = name_of(usage, "prompt_tokens_details", "input_tokens_details");
+	return num(usage, name_of(usage, "prompt_tokens", "input_tokens"), &u->prompt_tokens) &&
+	       num(usage, name_of(usage, "completion_tokens", "output_tokens"),
+		   &u->completion_tokens) &&
+	       num(json_object_get(usage, details), "cached_tokens", &u->cached_tokens);
 }
 
 /* ---- a usage object, streamed (every non-stream answer is settled on one) ----
@@ -57,16 +85,28 @@ bool fg_usage_from_json(const json_t *obj, struct fg_usage *u)
  * nesting) it does not guess: it answers "not sure" and the caller parses
  * with jansson. */
 
-enum usage_key { UK_OTHER, UK_PROMPT, UK_COMPLETION, UK_DETAILS, UK_CACHED };
+enum usage_key { UK_OTHER, UK_PROMPT, UK_COMPLETION, UK_DETAILS, UK_CACHED, UK_INPUT,
+		 UK_OUTPUT, UK_INPUT_DETAILS };
 
+/* Counts under both APIs' names: the chat name wins where both appear. */
 struct usage_scan {
 	int depth;              /* containers open; the usage object's members sit at 1 */
 	enum usage_key key1;    /* the member of usage being read */
-	enum usage_key key2;    /* the member of prompt_tokens_details being read */
-	bool in_details;        /* inside the prompt_tokens_details object */
+	enum usage_key key2;    /* the member of the details object being read */
+	int in_details;         /* inside prompt_tokens_details (1) / input_tokens_details (2) */
 	bool unsure, done;
+	bool has_prompt, has_completion, has_details;
 	double prompt, completion, cached;
+	double input, output, input_cached;
 };
+
+/* The counts a usage object stands for, under fg_usage_from_json's rules. */
+static void usage_result(const struct usage_scan *s, struct fg_usage *u)
+{
+	u->prompt_tokens = s->has_prompt ? s->prompt : s->input;
+	u->completion_tokens = s->has_completion ? s->completion : s->output;
+	u->cached_tokens = s->has_details ? s->cached : s->input_cached;
+}
 
 #define USAGE_MAX_DEPTH 64
 
@@ -81,8 +121,51 @@ static enum usage_key usage_key_of(const unsigned char *k, size_t n)
 		return UK_DETAILS;
 	if (IS("cached_tokens"))
 		return UK_CACHED;
+	if (IS("input_tokens"))
+		return UK_INPUT;
+	if (IS("output_tokens"))
+		return UK_OUTPUT;
+	if (IS("input_tokens_details"))
+		return UK_INPUT_DETAILS;
 	return UK_OTHER;
 #undef IS
+}
+
+/* A member of the usage object read as `v` (0 for what is not a number);
+ * a details member resets its cached count (a later duplicate replaces the
+ * earlier object). */
+static void usage_member(struct usage_scan *s, enum usage_key key, double v)
+{
+	switch (key) {
+	case UK_PROMPT:
+		s->prompt = v, s->has_prompt = true;
+		break;
+	case UK_COMPLETION:
+		s->completion = v, s->has_completion = true;
+		break;
+	case UK_DETAILS:
+		s->cached = 0, s->has_details = true;
+		break;
+	case UK_INPUT:
+		s->input = v;
+		break;
+	case UK_OUTPUT:
+		s->output = v;
+		break;
+	case UK_INPUT_DETAILS:
+		s->input_cached = 0;
+		break;
+	default:
+		break;
+	}
+}
+
+static void usage_cached(struct usage_scan *s, int details, double v)
+{
+	if (details == 1)
+		s->cached = v;
+	else
+		s->input_cached = v;
 }
 
 /* A value at the current depth: `num` is its number, or NULL for anything
@@ -95,16 +178,10 @@ static int usage_value(struct usage_scan *s, const double *num)
 		s->unsure = true; /* not an object: jansson's fallback decides */
 		return 0;
 	}
-	if (s->depth == 1) {
-		if (s->key1 == UK_PROMPT)
-			s->prompt = v;
-		else if (s->key1 == UK_COMPLETION)
-			s->completion = v;
-		else if (s->key1 == UK_DETAILS)
-			s->cached = 0; /* a later duplicate replaces the earlier object */
-	} else if (s->depth == 2 && s->in_details && s->key2 == UK_CACHED) {
-		s->cached = v;
-	}
+	if (s->depth == 1)
+		usage_member(s, s->key1, v);
+	else if (s->depth == 2 && s->in_details && s->key2 == UK_CACHED)
+		usage_cached(s, s->in_details, v);
 	return 1;
 }
 
@@ -167,12 +244,13 @@ static int u_open(struct usage_scan *s)
 static int u_start_map(void *ctx)
 {
 	struct usage_scan *s = ctx;
-	bool details = s->depth == 1 && s->key1 == UK_DETAILS;
+	int details = s->depth != 1 ? 0 : s->key1 == UK_DETAILS ? 1
+		      : s->key1 == UK_INPUT_DETAILS ? 2 : 0;
 
 	if (!u_open(s))
 		return 0;
 	if (details) {
-		s->in_details = true;
+		s->in_details = details;
 		s->key2 = UK_OTHER;
 	}
 	return 1;
@@ -194,7 +272,7 @@ static int u_close(void *ctx)
 	struct usage_scan *s = ctx;
 
 	if (--s->depth == 1)
-		s->in_details = false;
+		s->in_details = 0;
 	if (s->depth == 0) {
 		s->done = true;
 		return 0; /* the object is complete: whatever follows is not ours */
@@ -301,23 +379,23 @@ static bool plain_object(const char **pp, const char *e, struct usage_scan *s, i
 		p = skip_ws(p + 1, e);
 		enum usage_key key = usage_key_of((const unsigned char *)k, kl);
 		double v;
-		if (depth == 1 && key == UK_DETAILS) {
-			s->cached = 0; /* a later duplicate replaces the earlier object */
+		if (depth == 1 && (key == UK_DETAILS || key == UK_INPUT_DETAILS)) {
+			usage_member(s, key, 0);
 			if (p < e && *p == '{') {
+				s->in_details = key == UK_DETAILS ? 1 : 2;
 				if (!plain_object(&p, e, s, 2))
 					return false;
+				s->in_details = 0;
 			} else if (!plain_count(&p, e, &v)) {
 				return false;
 			}
 		} else {
 			if (!plain_count(&p, e, &v))
 				return false;
-			if (depth == 1 && key == UK_PROMPT)
-				s->prompt = v;
-			else if (depth == 1 && key == UK_COMPLETION)
-				s->completion = v;
-			else if (depth == 2 && key == UK_CACHED)
-				s->cached = v;
+			if (depth == 1)
+				usage_member(s, key, v);
+			else if (key == UK_CACHED)
+				usage_cached(s, s->in_details, v);
 		}
 		p = skip_ws(p, e);
 		if (p < e && *p == '}') {
@@ -328,6 +406,25 @@ static bool plain_object(const char **pp, const char *e, struct usage_scan *s, i
 			return false;
 		p = skip_ws(p + 1, e);
 	}
+}
+
+static int usage_verdict(const struct usage_scan *s, struct fg_usage *u)
+{
+	usage_result(s, u);
+	return u->prompt_tokens >= 0 && u->prompt_tokens <= USAGE_TOKENS_MAX &&
+	       u->completion_tokens >= 0 && u->completion_tokens <= USAGE_TOKENS_MAX &&
+	       u->cached_tokens >= 0 && u->cached_tokens <= USAGE_TOKENS_MAX;
+}
+
+int fg_usage_parse_plain(const char *p, size_t n, struct fg_usage *u, size_t *end)
+{
+	struct usage_scan s = { 0 };
+	const char *at = skip_ws(p, p + n);
+
+	if (!(at < p + n && *at == '{' && plain_object(&at, p + n, &s, 1)))
+		return -1;
+	*end = (size_t)(at - p);
+	return usage_verdict(&s, u);
 }
 
 int fg_usage_parse(const char *p, size_t n, struct fg_usage *u)
@@ -358,11 +455,7 @@ int fg_usage_parse(const char *p, size_t n, struct fg_usage *u)
 	}
 	if (!s.done || s.unsure)
 		return -1;
-	u->prompt_tokens = s.prompt;
-	u->completion_tokens = s.completion;
-	u->cached_tokens = s.cached;
-	return s.prompt >= 0 && s.prompt <= USAGE_TOKENS_MAX && s.completion >= 0 &&
-	       s.completion <= USAGE_TOKENS_MAX && s.cached >= 0 && s.cached <= USAGE_TOKENS_MAX;
+	return usage_verdict(&s, u);
 }
 
 /* Find the end of the first event in [p, p+n): index just past the blank
@@ -380,59 +473,243 @@ static size_t event_end(const char *p, size_t n, size_t from)
 	return 0;
 }
 
-/* The data payload of a one-data-line event (what engines send), as a
- * pointer into the event; NULL for anything else, which passes untouched. */
-static const char *data_payload(const char *ev, size_t n, size_t *plen)
+/* Where the line after `p` starts (past \n, \r\n or \r), or end. */
+static const char *next_line(const char *p, const char *end)
 {
-	if (n < 6 || memcmp(ev, "data:", 5))
-		return NULL;
-	const char *p = ev + 5, *end = ev + n;
-	if (p < end && *p == ' ')
+	while (p < end && *p != '\n' && *p != '\r')
 		p++;
-	const char *eol = p;
-	while (eol < end && *eol != '\n' && *eol != '\r')
-		eol++;
-	*plen = (size_t)(eol - p);
+	if (p < end && *p == '\r')
+		p++;
+	if (p < end && p[-1] == '\r' && *p == '\n')
+		p++;
+	else if (p < end && *p == '\n')
+		p++;
 	return p;
 }
 
-/* Returns true when the event is to be passed on. */
-static bool judge_event(struct fg_sse *s, const char *ev, size_t n)
+/* The event's one data line (what engines send), as a pointer into the
+ * event, and its `event:` name if it has one; NULL for anything else (no
+ * data, several data lines), which passes untouched. */
+static const char *data_payload(const char *ev, size_t n, size_t *plen, const char **name,
+				size_t *name_len)
 {
-	size_t plen;
-	const char *payload = data_payload(ev, n, &plen);
+	const char *p = ev, *end = ev + n, *data = NULL;
 
-	if (!payload)
-		return true;
-	if (plen == 6 && !memcmp(payload, "[DONE]", 6)) {
-		s->saw_done = true;
-		return true;
+	*name = NULL;
+	*name_len = 0;
+	while (p < end && *p != '\n' && *p != '\r') {
+		const char *line = p, *eol = p;
+		while (eol < end && *eol != '\n' && *eol != '\r')
+			eol++;
+		size_t ll = (size_t)(eol - line);
+		if (ll >= 5 && !memcmp(line, "data:", 5)) {
+			if (data)
+				return NULL; /* several data lines: passed as they are */
+			data = line + 5;
+			if (data < eol && *data == ' ')
+				data++;
+			*plen = (size_t)(eol - data);
+		} else if (ll >= 6 && !memcmp(line, "event:", 6)) {
+			*name = line + 6;
+			if (*name < eol && **name == ' ')
+				(*name)++;
+			*name_len = (size_t)(eol - *name);
+		}
+		p = next_line(eol, end);
 	}
-	/* only events naming usage are worth a JSON parse */
-	if (!memmem(payload, plen, "\"usage\"", 7)) {
-		s->content_events++;
+	return data;
+}
+
+static int emit(struct fg_buf *out, const char *p, size_t n)
+{
+	return n ? fg_buf_append(out, p, n) : 0;
+}
+
+/* The engine's prompt count, heard once, from a chunk with choices. */
+static bool hear_prompt(struct fg_sse *s, const struct fg_usage *u)
+{
+	if (s->prompt_reported)
 		return true;
+	s->prompt_reported = true;
+	if (s->on_prompt && !s->on_prompt(s->ctx, u->prompt_tokens)) {
+		s->stopped = true;
+		return false;
 	}
-	json_t *o = json_loadb(payload, plen, 0, NULL);
-	if (!o) {
-		s->content_events++;
-		return true;
-	}
-	struct fg_usage u;
-	bool has_usage = fg_usage_from_json(o, &u);
+	return true;
+}
+
+/* The offset just past `"key":` for the last occurrence of the key in p
+ * (an unescaped quote can only open a key or a string), or 0. */
+static size_t last_key(const char *p, size_t n, const char *key, size_t kl)
+{
+	for (const char *e = p + n, *q; (q = memrchr(p, '"', (size_t)(e - p))); e = q)
+		if ((size_t)(p + n - q) >= kl && !memcmp(q, key, kl))
+			return (size_t)(q - p) + kl;
+	return 0;
+}
+
+/* A chunk in vLLM's shape: usage as the top object's last member, read by
+ * the plain reader. 1: *u read (or *valid false: counts unusable) and
+ * [*cut_from, *cut_to) is the member with its comma; *usage_only when its
+ * choices are []. 0: another shape. */
+static int chunk_usage(const char *pl, size_t n, struct fg_usage *u, bool *valid,
+		       size_t *cut_from, size_t *cut_to, bool *usage_only)
+{
+	static const char key[] = "\"usage\":", ch[] = "\"choices\":";
+	size_t at = last_key(pl, n, key, sizeof(key) - 1), end;
+
+	if (!at)
+		return 0;
+	int r = fg_usage_parse_plain(pl + at, n - at, u, &end);
+	if (r < 0)
+		return 0;
+	size_t k = at + end;
+	while (k < n && (pl[k] == ' ' || pl[k] == '\t'))
+		k++;
+	if (k >= n || pl[k] != '}')
+		return 0;
+	for (k++; k < n; k++)
+		if (pl[k] != ' ' && pl[k] != '\t')
+			return 0; /* not the top object's last member */
+	size_t c = last_key(pl, at - (sizeof(key) - 1), ch, sizeof(ch) - 1);
+	if (!c || memmem(pl, c - (sizeof(ch) - 1), ch, sizeof(ch) - 1))
+		return 0; /* no choices, or more than one: let jansson say */
+	while (c < n && (pl[c] == ' ' || pl[c] == '\t'))
+		c++;
+	if (c >= n || pl[c] != '[')
+		return 0;
+	for (c++; c < n && (pl[c] == ' ' || pl[c] == '\t'); c++)
+		;
+	*usage_only = c < n && pl[c] == ']';
+	size_t from = at - (sizeof(key) - 1);
+	size_t b = from;
+	while (b > 0 && (pl[b - 1] == ' ' || pl[b - 1] == '\t'))
+		b--;
+	*cut_from = b > 0 && pl[b - 1] == ',' ? b - 1 : from;
+	*cut_to = at + end;
+	*valid = r == 1;
+	return 1;
+}
+
+/* The jansson reading of a chunk that names usage in another shape. */
+static void chunk_usage_slow(const char *pl, size_t n, struct fg_usage *u, bool *valid,
+			     bool *usage_only, bool *is_json)
+{
+	json_t *o = json_loadb(pl, n, 0, NULL);
+
+	*is_json = o != NULL;
+	*valid = *usage_only = false;
+	if (!o)
+		return;
+	*valid = fg_usage_from_json(o, u);
 	const json_t *choices = json_object_get(o, "choices");
 	/* the chunk the agent forced on is hidden even when its numbers are not usable */
-	bool usage_only = json_is_object(json_object_get(o, "usage")) && json_is_array(choices) &&
-			  json_array_size(choices) == 0;
-	if (has_usage) {
+	*usage_only = json_is_object(json_object_get(o, "usage")) && json_is_array(choices) &&
+		      json_array_size(choices) == 0;
+	json_decref(o);
+}
+
+static int relay_chunk(struct fg_sse *s, const char *ev, size_t n, const char *pl, size_t plen,
+		       struct fg_buf *out)
+{
+	if (plen == 6 && !memcmp(pl, "[DONE]", 6)) {
+		s->saw_done = true;
+		return emit(out, ev, n);
+	}
+	/* only events naming usage are worth a closer look */
+	if (!memmem(pl, plen, "\"usage\"", 7)) {
+		s->content_events += !role_chunk(pl, plen);
+		return emit(out, ev, n);
+	}
+	struct fg_usage u = { 0 };
+	bool valid, usage_only, is_json = true;
+	size_t cut_from = 0, cut_to = 0;
+	bool cuttable = chunk_usage(pl, plen, &u, &valid, &cut_from, &cut_to, &usage_only);
+	if (!cuttable)
+		chunk_usage_slow(pl, plen, &u, &valid, &usage_only, &is_json);
+	if (!is_json) {
+		s->content_events++;
+		return emit(out, ev, n);
+	}
+	if (valid) {
 		s->usage = u;
 		s->have_usage = true;
+		s->final_usage = usage_only;
 	}
-	json_decref(o);
 	if (usage_only)
-		return !s->hide_usage_chunk;
-	s->content_events++;
-	return true;
+		return s->hide_usage_chunk ? 0 : emit(out, ev, n);
+	s->content_events += !role_chunk(pl, plen);
+	if (valid && !hear_prompt(s, &u))
+		return 0;
+	if (!s->strip_chunk_usage || !cuttable)
+		return emit(out, ev, n);
+	/* the usage member the client did not ask for comes out */
+	size_t off = (size_t)(pl - ev);
+	if (emit(out, ev, off + cut_from))
+		return -1;
+	return emit(out, ev + off + cut_to, n - off - cut_to);
+}
+
+/* The value after the last `"type":"` (the top object's: the responses
+ * API's event types put it last), or NULL. */
+static const char *event_type(const char *pl, size_t n, size_t *len)
+{
+	static const char key[] = "\"type\":\"";
+	size_t at = last_key(pl, n, key, sizeof(key) - 1);
+	const char *q;
+
+	if (!at || !(q = memchr(pl + at, '"', n - at)))
+		return NULL;
+	*len = (size_t)(q - (pl + at));
+	return pl + at;
+}
+
+static bool ends_with(const char *p, size_t n, const char *tail)
+{
+	size_t tl = strlen(tail);
+
+	return n >= tl && !memcmp(p + n - tl, tail, tl);
+}
+
+static bool is_name(const char *p, size_t n, const char *want)
+{
+	return strlen(want) == n && !memcmp(p, want, n);
+}
+
+static int relay_response_event(struct fg_sse *s, const char *ev, size_t n, const char *pl,
+				size_t plen, const char *name, size_t name_len, struct fg_buf *out)
+{
+	if (!name)
+		name = event_type(pl, plen, &name_len);
+	if (name && ends_with(name, name_len, ".delta")) {
+		s->content_events++; /* a token, or a few characters of one */
+	} else if (name && (is_name(name, name_len, "response.completed") ||
+			    is_name(name, name_len, "response.incomplete") ||
+			    is_name(name, name_len, "response.failed"))) {
+		json_t *o = json_loadb(pl, plen, 0, NULL);
+		struct fg_usage u;
+		if (o && fg_usage_from_json(json_object_get(o, "response"), &u)) {
+			s->usage = u;
+			s->have_usage = s->final_usage = true;
+		}
+		json_decref(o);
+	}
+	return emit(out, ev, n);
+}
+
+static int relay_event(struct fg_sse *s, const char *ev, size_t n, struct fg_buf *out)
+{
+	size_t plen = 0, name_len;
+	const char *name;
+
+	if (s->stopped)
+		return 0;
+	const char *pl = data_payload(ev, n, &plen, &name, &name_len);
+	if (!pl)
+		return emit(out, ev, n);
+	if (s->kind == FG_SSE_RESPONSES)
+		return relay_response_event(s, ev, n, pl, plen, name, name_len, out);
+	return relay_chunk(s, ev, n, pl, plen, out);
 }
 
 int fg_sse_feed(struct fg_sse *s, const char *p, size_t n, struct fg_buf *out)
@@ -442,15 +719,17 @@ int fg_sse_feed(struct fg_sse *s, const char *p, size_t n, struct fg_buf *out)
 	if (!fg_buf_used(&s->pending)) {
 		size_t end;
 		while (start < n && (end = event_end(p + start, n - start, 0))) {
-			if (judge_event(s, p + start, end) && fg_buf_append(out, p + start, end))
+			if (relay_event(s, p + start, end, out))
 				return -1;
 			start += end;
 		}
-		if (start == n)
+		if (start == n || s->stopped)
 			return 0;
 		s->scanned = 0;
 		return fg_buf_append(&s->pending, p + start, n - start);
 	}
+	if (s->stopped)
+		return 0;
 	if (fg_buf_append(&s->pending, p, n))
 		return -1;
 	for (;;) {
@@ -461,7 +740,7 @@ int fg_sse_feed(struct fg_sse *s, const char *p, size_t n, struct fg_buf *out)
 			s->scanned = used;
 			return 0;
 		}
-		if (judge_event(s, h, end) && fg_buf_append(out, h, end))
+		if (relay_event(s, h, end, out))
 			return -1;
 		fg_buf_consume(&s->pending, end);
 		s->scanned = 0;
@@ -472,8 +751,7 @@ int fg_sse_finish(struct fg_sse *s, struct fg_buf *out)
 {
 	size_t used = fg_buf_used(&s->pending);
 
-	if (used && judge_event(s, fg_buf_head(&s->pending), used) &&
-	    fg_buf_append(out, fg_buf_head(&s->pending), used))
+	if (used && relay_event(s, fg_buf_head(&s->pending), used, out))
 		return -1;
 	fg_buf_reset(&s->pending);
 	return 0;

@@ -33,6 +33,23 @@ struct scrape {
 static int n_scrapers;
 static struct fg_link scrapers = { &scrapers, &scrapers };
 
+static const double tokenize_bounds_s[FG_DECISION_BUCKETS] = {
+	1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, 1e-2, 2.5e-2,
+	5e-2, 0.1, 0.25, 0.5, 1, 2.5, 5, 10,
+};
+
+void fg_metrics_observe_tokenize(struct fg_metrics *m, uint64_t ns)
+{
+	double s = (double)ns / 1e9;
+	int i = 0;
+
+	while (i < FG_DECISION_BUCKETS && s > tokenize_bounds_s[i])
+		i++;
+	m->tokenize_hist[i]++;
+	m->tokenize_count++;
+	m->tokenize_sum_s += s;
+}
+
 void fg_metrics_observe_decision(struct fg_metrics *m, uint64_t ns)
 {
 	double s = (double)ns / 1e9;
@@ -61,6 +78,21 @@ static void label(struct fg_buf *o, const char *v)
 static void help(struct fg_buf *o, const char *name, const char *type, const char *text)
 {
 	fg_buf_printf(o, "# HELP %s %s\n# TYPE %s %s\n", name, text, name, type);
+}
+
+static void histogram(struct fg_buf *o, const char *name, const char *text,
+		      const double *bounds, const uint64_t *hist, uint64_t count, double sum)
+{
+	uint64_t cum = 0;
+
+	help(o, name, "histogram", text);
+	for (int i = 0; i < FG_DECISION_BUCKETS; i++) {
+		cum += hist[i];
+		fg_buf_printf(o, "%s_bucket{le=\"%g\"} %llu\n", name, bounds[i], (unsigned long long)cum);
+	}
+	cum += hist[FG_DECISION_BUCKETS];
+	fg_buf_printf(o, "%s_bucket{le=\"+Inf\"} %llu\n", name, (unsigned long long)cum);
+	fg_buf_printf(o, "%s_sum %.9g\n%s_count %llu\n", name, sum, name, (unsigned long long)count);
 }
 
 typedef double (*tenant_value)(struct fg_gateway *gw, struct fg_tenant_rt *t, uint64_t now);
@@ -107,6 +139,10 @@ static double v_long(struct fg_gateway *gw, struct fg_tenant_rt *t, uint64_t now
 { (void)gw; (void)now; return (double)t->long_context; }
 static double v_clamped(struct fg_gateway *gw, struct fg_tenant_rt *t, uint64_t now)
 { (void)now; return (double)gwt(gw, t)->usage_clamped; }
+static double v_exact(struct fg_gateway *gw, struct fg_tenant_rt *t, uint64_t now)
+{ (void)now; return (double)gwt(gw, t)->exact_counts; }
+static double v_cut(struct fg_gateway *gw, struct fg_tenant_rt *t, uint64_t now)
+{ (void)now; return (double)gwt(gw, t)->cut_off; }
 
 static void per_tenant(struct fg_buf *o, struct fg_proxy *px, const char *name, const char *type,
 		       const char *text, tenant_value fn, uint64_t now)
@@ -177,9 +213,14 @@ char *fg_metrics_render(struct fg_proxy *px, size_t *len)
 	per_tenant(&o, px, "fairgate_tenant_long_context_requests_total", "counter",
 		   "Requests sent to the long-context pool.", v_long, now);
 	per_tenant(&o, px, "fairgate_tenant_usage_clamped_total", "counter",
-		   "Settlements where the engine reported more prompt tokens than the tier's max_context "
-		   "(billed at the cap: an engine miscount is not the tenant's debt).",
+		   "Settlements where the engine reported more prompt tokens than the request's bytes "
+		   "can make (billed at that bound: an engine miscount is not the tenant's debt).",
 		   v_clamped, now);
+	per_tenant(&o, px, "fairgate_tenant_exact_counts_total", "counter",
+		   "Admissions decided on the engine's own prompt count (/tokenize).", v_exact, now);
+	per_tenant(&o, px, "fairgate_tenant_cut_off_total", "counter",
+		   "Streams ended at their first chunk: the engine's prompt count broke max_context "
+		   "or the KV cap.", v_cut, now);
 
 	help(&o, "fairgate_requests_total", "counter", "Requests by tenant and outcome.");
 	for (uint32_t i = 0; i < px->quota.n; i++) {
@@ -192,19 +233,9 @@ char *fg_metrics_render(struct fg_proxy *px, size_t *len)
 		}
 	}
 
-	help(&o, "fairgate_decision_seconds", "histogram",
-	     "Admission decision latency: parse, price, bucket, rewrite.");
-	uint64_t cum = 0;
-	for (int i = 0; i < FG_DECISION_BUCKETS; i++) {
-		cum += m->decision_hist[i];
-		fg_buf_printf(&o, "fairgate_decision_seconds_bucket{le=\"%g\"} %llu\n",
-			      decision_bounds_s[i], (unsigned long long)cum);
-	}
-	cum += m->decision_hist[FG_DECISION_BUCKETS];
-	fg_buf_printf(&o, "fairgate_decision_seconds_bucket{le=\"+Inf\"} %llu\n",
-		      (unsigned long long)cum);
-	fg_buf_printf(&o, "fairgate_decision_seconds_sum %.9g\nfairgate_decision_seconds_count %llu\n",
-		      m->decision_sum_s, (unsigned long long)m->decision_count);
+	histogram(&o, "fairgate_decision_seconds",
+		  "Admission decision latency: parse, price, bucket, rewrite.", decision_bounds_s,
+		  m->decision_hist, m->decision_count, m->decision_sum_s);
 
 	help(&o, "fairgate_unauthenticated_total", "counter", "Requests refused with 401.");
 	fg_buf_printf(&o, "fairgate_unauthenticated_total %llu\n", (unsigned long long)m->unauthenticated);
@@ -228,14 +259,41 @@ char *fg_metrics_render(struct fg_proxy *px, size_t *len)
 	help(&o, "fairgate_engine_retries_total", "counter",
 	     "Requests retried once on a fresh connection after a dead pooled one.");
 	fg_buf_printf(&o, "fairgate_engine_retries_total %llu\n", (unsigned long long)m->engine_retries);
-	help(&o, "fairgate_chars_per_token", "gauge",
-	     "Learned prompt characters per token, by model (\"\" = node default).");
-	for (uint32_t i = 0; i < px->gw->cal.n; i++) {
-		fg_buf_printf(&o, "fairgate_chars_per_token{model=\"");
-		label(&o, px->gw->cal.e[i].model);
-		fg_buf_printf(&o, "\"} %.6g\n", px->gw->cal.e[i].chars_per_token);
-	}
 	const struct fg_gateway *gw = px->gw;
+	double prior = gw->policy->replica.model.chars_per_token;
+	help(&o, "fairgate_tenant_chars_per_token", "gauge",
+	     "Prompt characters per token a tenant's estimates use, by model: learned from that "
+	     "tenant's own usage only (every tenant starts from replica.model.chars_per_token).");
+	for (uint32_t i = 0; i < px->quota.n; i++) {
+		const struct fg_tenant_rt *t = px->quota.by_id[i];
+		const struct fg_calibration *cal = &gw->t[t->id].cal;
+		for (int k = 0; k < FG_CAL_SLOTS; k++) {
+			const struct fg_cal_slot *sl = &cal->s[k];
+			if (!sl->model || !sl->samples || sl->model > gw->models.n)
+				continue;
+			fg_buf_printf(&o, "fairgate_tenant_chars_per_token{tenant=\"");
+			label(&o, t->name);
+			fg_buf_printf(&o, "\",model=\"");
+			label(&o, gw->models.name[sl->model - 1]);
+			fg_buf_printf(&o, "\"} %.6g\n", fg_chars_per_token(cal, sl->model, prior));
+		}
+	}
+	help(&o, "fairgate_refused_paths_total", "counter",
+	     "Requests answered by the proxy for their target: 400 not canonical, 404 not an "
+	     "endpoint it forwards, 405 not with that method.");
+	for (int k = 0; k < 3; k++)
+		fg_buf_printf(&o, "fairgate_refused_paths_total{status=\"%d\"} %llu\n",
+			      k == 0 ? 400 : k == 1 ? 404 : 405,
+			      (unsigned long long)m->refused_path[k]);
+	help(&o, "fairgate_tokenize_requests_total", "counter",
+	     "Exact prompt counts asked of the engine's /tokenize before admission, by outcome.");
+	static const char *const tok_outcomes[3] = { "ok", "failed", "timeout" };
+	for (int k = 0; k < 3; k++)
+		fg_buf_printf(&o, "fairgate_tokenize_requests_total{outcome=\"%s\"} %llu\n",
+			      tok_outcomes[k], (unsigned long long)m->tokenize[k]);
+	histogram(&o, "fairgate_tokenize_seconds",
+		  "Time admission waited for the engine's /tokenize.", tokenize_bounds_s,
+		  m->tokenize_hist, m->tokenize_count, m->tokenize_sum_s);
 	node_value(&o, "fairgate_queued_requests", "gauge", "Requests waiting in the gateway's queues.",
 		   fg_fq_total_queued(&gw->fq));
 	node_value(&o, "fairgate_queue_backlog_seconds", "gauge",

@@ -20,12 +20,18 @@ struct fg_metrics {
 	uint64_t engine_connects;
 	uint64_t engine_failures;
 	uint64_t engine_retries;
+	uint64_t refused_path[3];       /* 400 non-canonical target, 404, 405 */
+	uint64_t tokenize[3];           /* exact counts asked of the engine: ok, failed, timeout */
+	uint64_t tokenize_count;        /* and how long they took */
+	double tokenize_sum_s;
+	uint64_t tokenize_hist[FG_DECISION_BUCKETS + 1];
 };
 
 struct fg_proxy;
 int fg_metrics_start(struct fg_proxy *px, char *err, size_t errlen);
 void fg_metrics_stop(struct fg_proxy *px);
 void fg_metrics_observe_decision(struct fg_metrics *m, uint64_t ns);
+void fg_metrics_observe_tokenize(struct fg_metrics *m, uint64_t ns);
 /* The whole exposition (malloc'd, NUL-terminated), for tests and ctl too. */
 char *fg_metrics_render(struct fg_proxy *px, size_t *len);
 

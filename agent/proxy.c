@@ -108,6 +108,7 @@ static void take_config(struct fg_proxy *px, const struct fg_policy *p)
 	px->body_ns = (uint64_t)(a->body_timeout_s * 1e9);
 	px->idle_ns = (uint64_t)(a->idle_timeout_s * 1e9);
 	px->upstream_ns = (uint64_t)(a->upstream_timeout_s * 1e9);
+	px->tokenize_ns = (uint64_t)(a->tokenize_timeout_s * 1e9);
 	px->max_body = a->max_body_bytes ? a->max_body_bytes : (8u << 20);
 }
 

@@ -1,7 +1,9 @@
 /* proxy_client.c — the client side of the proxy: read and parse HTTP/1.1
- * requests (libhttp-parser, keep-alive and pipelining), name the tenant,
- * price and admit, answer refusals in OpenAI's error shape, and write
- * responses back with backpressure and timeouts. Forwarding is
+ * requests (libhttp-parser, keep-alive and pipelining), route the target
+ * (policy/request_path: deny by default), name the tenant, price and admit
+ * (first asking the engine's /tokenize, agent/engine_tokenize.c, when the
+ * estimate is near a limit), answer refusals in OpenAI's error shape, and
+ * write responses back with backpressure and timeouts. Forwarding is
  * proxy_upstream.c's (fg_proxy_dispatch). */
 #include <errno.h>
 #include <inttypes.h>
@@ -218,6 +220,7 @@ static void exchange_reset(struct fg_client *c)
 	if (x->reserved)
 		fg_exchange_settle(c, FG_OUT_CLIENT_GONE);
 	fg_sched_exchange_end(c);
+	fg_tokenize_cancel(x->tok); /* the client left while its prompt was counted */
 	if (x->tenant)
 		fg_tenant_unref(&c->px->quota, x->tenant);
 	free(x->fwd_body);
@@ -370,23 +373,6 @@ static void bad_http(struct fg_client *c)
 
 /* ---- identity ---------------------------------------------------------- */
 
-static bool public_path(const struct fg_client *c)
-{
-	static const char *const paths[] = { "/health", "/ping", "/version" };
-	const struct fg_exchange *x = &c->x;
-	const char *url = x->hdrs.raw.data + x->url;
-
-	if (c->parser.method != HTTP_GET && c->parser.method != HTTP_HEAD)
-		return false;
-	for (size_t i = 0; i < sizeof(paths) / sizeof(paths[0]); i++) {
-		size_t n = strlen(paths[i]);
-		if (x->url_len >= n && !memcmp(url, paths[i], n) &&
-		    (x->url_len == n || url[n] == '?'))
-			return true;
-	}
-	return false;
-}
-
 static struct fg_tenant_rt *identify(struct fg_client *c, const char **why)
 {
 	struct fg_proxy *px = c->px;
@@ -500,7 +486,8 @@ static void refuse_size(struct fg_client *c, const struct fg_gw_decision *d)
 {
 	struct fg_exchange *x = &c->x;
 	const char *param = x->api == FG_API_COMPLETIONS ? "prompt"
-			    : x->api == FG_API_CHAT ? "messages" : NULL;
+			    : x->api == FG_API_CHAT ? "messages"
+			    : x->api == FG_API_RESPONSES ? "input" : NULL;
 	const char *code = d->outcome == FG_GW_KV_NEVER ? "kv_cache_cap_exceeded"
 							: "context_length_exceeded";
 
@@ -510,6 +497,108 @@ static void refuse_size(struct fg_client *c, const struct fg_gw_decision *d)
 			"x-should-retry: false\r\n");
 }
 
+/* ---- routing ----------------------------------------------------------- */
+
+static bool host_is(const struct fg_hdrs *h, const char *auth, size_t len)
+{
+	size_t hl;
+	const char *host = fg_hdrs_get(h, "host", &hl);
+
+	return host && hl == len && !strncasecmp(host, auth, len);
+}
+
+/* The target as origin-form: an absolute-form target naming this server
+ * (its Host) is cut to its path; one naming another is refused. */
+static bool origin_form(struct fg_client *c, const char **why)
+{
+	struct fg_exchange *x = &c->x;
+	const char *url = x->hdrs.raw.data + x->url;
+	size_t len = x->url_len, skip;
+
+	if (len && url[0] == '/')
+		return true;
+	if (len >= 7 && !strncasecmp(url, "http://", 7))
+		skip = 7;
+	else if (len >= 8 && !strncasecmp(url, "https://", 8))
+		skip = 8;
+	else {
+		*why = "the request target must be a path ('/v1/...')";
+		return false;
+	}
+	const char *auth = url + skip, *slash = memchr(auth, '/', len - skip);
+	size_t alen = slash ? (size_t)(slash - auth) : len - skip;
+	if (!host_is(&x->hdrs, auth, alen)) {
+		*why = "an absolute-form request target must name this server (its Host header)";
+		return false;
+	}
+	if (!slash) {
+		*why = "the request target has no path";
+		return false;
+	}
+	x->url += (uint32_t)(slash - url);
+	x->url_len -= (uint32_t)(slash - url);
+	return true;
+}
+
+static uint32_t method_bit(unsigned method)
+{
+	switch (method) {
+	case HTTP_GET: return FG_M_GET;
+	case HTTP_POST: return FG_M_POST;
+	case HTTP_HEAD: return FG_M_HEAD;
+	case HTTP_PUT: return FG_M_PUT;
+	case HTTP_PATCH: return FG_M_PATCH;
+	case HTTP_DELETE: return FG_M_DELETE;
+	case HTTP_OPTIONS: return FG_M_OPTIONS;
+	default: return 0; /* no route takes it: 404 or 405 */
+	}
+}
+
+/* Which route the request takes; false when it was answered (400, 404, 405). */
+static bool route(struct fg_client *c)
+{
+	struct fg_proxy *px = c->px;
+	struct fg_exchange *x = &c->x;
+	const char *name = http_method_str(c->parser.method), *why = NULL;
+	uint32_t method = method_bit(c->parser.method);
+	char msg[320];
+	enum fg_route_verdict v = FG_ROUTE_BAD_TARGET;
+
+	if (origin_form(c, &why))
+		v = fg_route_target(&px->st->policy->agent, method, x->hdrs.raw.data + x->url,
+				    x->url_len, &x->route, &why);
+	int plen = (int)(x->route.path_len < 200 ? x->route.path_len : 200);
+	switch (v) {
+	case FG_ROUTE_OK:
+		x->api = x->route.api;
+		return true;
+	case FG_ROUTE_BAD_TARGET:
+		px->metrics.refused_path[0]++;
+		snprintf(msg, sizeof(msg), "Invalid request target: %s.", why);
+		fg_client_error(c, 400, "invalid_request_error", "invalid_path", NULL, msg, NULL);
+		return false;
+	case FG_ROUTE_NOT_FOUND:
+		px->metrics.refused_path[1]++;
+		snprintf(msg, sizeof(msg), "%s %.*s: not found (this gateway forwards only the endpoints it prices, and those the policy lists under agent.passthrough).",
+			 name, plen, x->hdrs.raw.data + x->url);
+		fg_client_error(c, 404, "invalid_request_error", "not_found", NULL, msg, NULL);
+		return false;
+	case FG_ROUTE_METHOD: {
+		char allowed[64], hdr[96];
+		px->metrics.refused_path[2]++;
+		fg_methods_text(x->route.allowed, allowed, sizeof(allowed));
+		snprintf(msg, sizeof(msg), "%s is not allowed on %.*s (allowed: %s).", name, plen,
+			 x->hdrs.raw.data + x->url, allowed);
+		snprintf(hdr, sizeof(hdr), "Allow: %s\r\n", allowed);
+		fg_client_error(c, 405, "invalid_request_error", "method_not_allowed", NULL, msg, hdr);
+		return false;
+	}
+	}
+	return false;
+}
+
+/* ---- admission ----------------------------------------------------------- */
+
 /* Price and decide with the gateway. Returns true when the request is
  * admitted (queued, or bound for the long-context pool); otherwise the
  * answer has been written. */
@@ -517,23 +606,10 @@ static bool admit(struct fg_client *c)
 {
 	struct fg_proxy *px = c->px;
 	struct fg_exchange *x = &c->x;
-	char msg[384];
-	const char *param = NULL;
-
-	if (x->api == FG_API_OTHER_BODY) {
-		x->info.shape.prompt_chars = fg_buf_used(&x->body);
-		x->info.shape.prompt_only = true;
-	} else {
-		if (fg_request_parse(x->api, fg_buf_head(&x->body), fg_buf_used(&x->body), &x->info,
-				     msg, sizeof(msg), &param)) {
-			fg_quota_count(x->tenant, FG_OUT_BAD_REQUEST);
-			fg_client_error(c, 400, "invalid_request_error", NULL, param, msg, NULL);
-			return false;
-		}
-	}
 	uint64_t now = fg_now_ns();
 	struct fg_gw_decision d = fg_gw_admit(px->gw, &x->gwr, x->tenant->id, x->info.model,
 					      &x->info.shape, now);
+
 	x->gwr.item.owner = c;
 	switch (d.outcome) {
 	case FG_GW_QUEUED:
@@ -566,18 +642,190 @@ static bool rewrite_body(struct fg_client *c)
 {
 	struct fg_exchange *x = &c->x;
 	const struct fg_tenant_rt *t = x->tenant;
+	bool priority_engine = c->px->st->policy->agent.engine_scheduling == FG_ENGINE_PRIORITY;
+	bool inference = x->api == FG_API_CHAT || x->api == FG_API_COMPLETIONS ||
+			 x->api == FG_API_RESPONSES || x->api == FG_API_EMBEDDINGS;
+	bool salted = t && t->salted;
 	struct fg_rewrite rw = {
-		.cache_salt = t->salted ? t->salt : NULL,
-		.force_usage = x->info.stream,
-		.set_priority = c->px->st->policy->agent.engine_scheduling == FG_ENGINE_PRIORITY,
-		.priority = t->priority,
+		/* the endpoints that use the prefix cache get the tenant's salt;
+		 * any other body keeps a salt member only as the tenant's */
+		.cache_salt = salted && (inference || x->info.cache_salt.present) ? t->salt : NULL,
+		.force_usage = x->info.stream && (x->api == FG_API_CHAT || x->api == FG_API_COMPLETIONS),
+		.set_priority = t && priority_engine && (inference || x->info.priority.present),
+		.priority = t ? t->priority : 0,
+		.max_tokens = x->reserved ? x->gwr.price.per_choice : 0,
 	};
 
-	if (t->salted && !t->salt[0])
+	if (!x->json_body)
+		return true; /* not JSON (a passthrough's own format): forwarded as it is */
+	if (salted && !t->salt[0])
 		return false;
 	x->fwd_body = fg_request_forward_body(&x->info, fg_buf_head(&x->body), fg_buf_used(&x->body),
 					      &rw, &x->fwd_len);
 	return x->fwd_body != NULL;
+}
+
+/* A content part the policy cannot price: refused before the engine. */
+static bool refuse_media(struct fg_client *c)
+{
+	struct fg_exchange *x = &c->x;
+	const struct fg_model *m = &c->px->st->policy->replica.model;
+	const struct fg_request_shape *s = &x->info.shape;
+	const char *param = x->api == FG_API_RESPONSES ? "input" : "messages";
+	const char *why = NULL;
+
+	if (s->images && !m->image_tokens)
+		why = "This model takes no image input (replica.model.image_tokens is 0 in the gateway's policy).";
+	else if (s->audios && !m->audio_tokens)
+		why = "This model takes no audio input (replica.model.audio_tokens is 0 in the gateway's policy).";
+	else if (x->info.videos)
+		why = "Video content parts are not accepted: the gateway has no rule to price them.";
+	else if (x->info.files)
+		why = "File content parts are not accepted: the gateway has no rule to price them.";
+	if (!why)
+		return false;
+	fg_quota_count(x->tenant, FG_OUT_BAD_REQUEST);
+	fg_client_error(c, 400, "invalid_request_error", "unsupported_content", param, why,
+			"x-should-retry: false\r\n");
+	return true;
+}
+
+/* Admit (the body is read and counted), rewrite, and queue or send.
+ * false when the client was answered instead. */
+static bool admit_and_go(struct fg_client *c)
+{
+	struct fg_proxy *px = c->px;
+	struct fg_exchange *x = &c->x;
+	uint64_t t0 = fg_now_ns();
+
+	if (!admit(c))
+		return false;
+	if (!rewrite_body(c)) {
+		fg_client_error(c, 500, "server_error", NULL, NULL,
+				"could not prepare the request for the engine", NULL);
+		return false;
+	}
+	fg_metrics_observe_decision(&px->metrics, fg_now_ns() - t0);
+	c->state = CL_ADMITTED;
+	if (!x->long_ctx)
+		fg_sched_kick(px); /* waits its turn in the fair queue */
+	else
+		fg_proxy_dispatch(c); /* the long-context pool: straight on */
+	return true;
+}
+
+static void counted(void *ctx, enum fg_tokenize_result r, uint64_t count, uint64_t max_model_len,
+		    int http_status)
+{
+	struct fg_client *c = ctx;
+	struct fg_proxy *px = c->px;
+	struct fg_exchange *x = &c->x;
+	(void)http_status;
+
+	x->tok = NULL;
+	px->metrics.tokenize[r]++;
+	fg_metrics_observe_tokenize(&px->metrics, fg_now_ns() - x->tok_started_ns);
+	if (r == FG_TOKENIZE_OK) {
+		/* 0 would read as "unknown": an empty prompt is one token of framing anyway */
+		x->info.shape.exact_prompt_tokens = count ? count : 1;
+		if (max_model_len)
+			px->gw->engine_max_model_len = max_model_len;
+	}
+	/* otherwise the estimate decides, limits on its conservative side */
+	if (!x->tenant->live) {
+		fg_quota_count(x->tenant, FG_OUT_TENANT_GONE);
+		fg_client_error(c, 403, "permission_error", "tenant_removed", NULL,
+				"The tenant was removed from the policy while this request was read.",
+				"x-should-retry: false\r\n");
+	} else {
+		admit_and_go(c);
+	}
+	fg_client_resume(c);
+}
+
+/* Ask the engine's tokenizer before admission when the estimate is near a
+ * limit. true: the count is under way (the exchange waits in CL_COUNTING). */
+static bool count_first(struct fg_client *c)
+{
+	struct fg_proxy *px = c->px;
+	struct fg_exchange *x = &c->x;
+	bool cut_off_later = x->info.stream && (x->api == FG_API_CHAT || x->api == FG_API_COMPLETIONS);
+	size_t len;
+
+	if (!fg_gw_exact_wanted(px->gw, x->tenant->id, x->info.model, &x->info.shape, cut_off_later,
+				fg_now_ns()))
+		return false;
+	char *body = fg_tokenize_body(&x->info, fg_buf_head(&x->body), fg_buf_used(&x->body), &len);
+	if (!body)
+		return false;
+	int fd = fg_pool_socket(px, &px->engine);
+	if (fd < 0) {
+		free(body);
+		px->metrics.tokenize[FG_TOKENIZE_FAILED]++;
+		return false;
+	}
+	x->tok_started_ns = fg_now_ns();
+	x->tok = fg_tokenize_start(px->st->loop, fd, body, len, px->tokenize_ns, counted, c);
+	free(body);
+	if (!x->tok) {
+		px->metrics.tokenize[FG_TOKENIZE_FAILED]++;
+		return false;
+	}
+	c->state = CL_COUNTING;
+	return true;
+}
+
+/* A metered request: its body read, checked and priced. */
+static void metered(struct fg_client *c)
+{
+	struct fg_exchange *x = &c->x;
+	char msg[384];
+	const char *param = NULL;
+	enum fg_api api = x->api;
+
+	if (api == FG_API_PASSTHROUGH) {
+		/* any JSON body has its salt and priority rewritten; others go as they are */
+		x->json_body = fg_buf_used(&x->body) &&
+			       !fg_request_parse(api, fg_buf_head(&x->body), fg_buf_used(&x->body),
+						 &x->info, msg, sizeof(msg), &param);
+		x->info.api = api;
+		x->info.shape.fixed_units = x->route.pass->units;
+		admit_and_go(c);
+		return;
+	}
+	if (fg_request_parse(api, fg_buf_head(&x->body), fg_buf_used(&x->body), &x->info, msg,
+			     sizeof(msg), &param)) {
+		fg_quota_count(x->tenant, FG_OUT_BAD_REQUEST);
+		fg_client_error(c, 400, "invalid_request_error", NULL, param, msg, NULL);
+		return;
+	}
+	x->json_body = true;
+	if (refuse_media(c) || count_first(c))
+		return;
+	admit_and_go(c);
+}
+
+/* Not metered (no key on a public path, a read-only endpoint, a free
+ * passthrough): forwarded as it is, less what the rewrite owns. */
+static void unmetered(struct fg_client *c)
+{
+	struct fg_exchange *x = &c->x;
+	char msg[128];
+	const char *param;
+
+	if (x->tenant)
+		fg_quota_count(x->tenant, FG_OUT_UNMETERED);
+	x->json_body = x->api == FG_API_PASSTHROUGH && fg_buf_used(&x->body) &&
+		       !fg_request_parse(FG_API_PASSTHROUGH, fg_buf_head(&x->body),
+					 fg_buf_used(&x->body), &x->info, msg, sizeof(msg), &param);
+	if (x->json_body && (x->info.cache_salt.present || x->info.priority.present) &&
+	    !rewrite_body(c)) {
+		fg_client_error(c, 500, "server_error", NULL, NULL,
+				"could not prepare the request for the engine", NULL);
+		return;
+	}
+	c->state = CL_ADMITTED;
+	fg_proxy_dispatch(c);
 }
 
 static void handle_request(struct fg_client *c)
@@ -586,12 +834,12 @@ static void handle_request(struct fg_client *c)
 	struct fg_exchange *x = &c->x;
 	const char *why = NULL;
 
-	x->api = fg_api_of(c->parser.method, x->hdrs.raw.data + x->url, x->url_len);
 	c->deadline_ns = UINT64_MAX; /* the engine side owns the clock now */
 	c->timeout_status = 0;
-
+	if (!route(c))
+		return;
 	struct fg_tenant_rt *t = identify(c, &why);
-	if (!t && !public_path(c)) {
+	if (!t && !x->route.public_path) {
 		px->metrics.unauthenticated++;
 		fg_client_error(c, 401, "invalid_request_error", "invalid_api_key", NULL, why,
 				"WWW-Authenticate: Bearer\r\n");
@@ -602,25 +850,12 @@ static void handle_request(struct fg_client *c)
 		fg_tenant_ref(t);
 		learn_source(c, t);
 	}
-	if (t && x->api != FG_API_NONE) {
-		uint64_t t0 = fg_now_ns();
-		if (!admit(c))
-			return;
-		bool ok = x->api == FG_API_OTHER_BODY || rewrite_body(c);
-		if (!ok) {
-			fg_client_error(c, 500, "server_error", NULL, NULL,
-					"could not prepare the request for the engine", NULL);
-			return;
-		}
-		fg_metrics_observe_decision(&px->metrics, fg_now_ns() - t0);
-	} else if (t) {
-		fg_quota_count(t, FG_OUT_UNMETERED);
-	}
-	c->state = CL_ADMITTED;
-	if (x->reserved && !x->long_ctx)
-		fg_sched_kick(px); /* waits its turn in the fair queue */
+	bool priced = x->api != FG_API_NONE &&
+		      (x->api != FG_API_PASSTHROUGH || x->route.pass->units > 0);
+	if (t && priced)
+		metered(c);
 	else
-		fg_proxy_dispatch(c); /* long context, or not metered: straight on */
+		unmetered(c);
 }
 
 /* ---- I/O ----------------------------------------------------------------- */

@@ -22,6 +22,7 @@
 
 #include "agent/agent.h"
 #include "agent/buf.h"
+#include "agent/engine_tokenize.h"
 #include "agent/http_request.h"
 #include "agent/http_sse.h"
 #include "agent/metrics.h"
@@ -80,6 +81,7 @@ struct fg_proxy;
 
 enum fg_client_state {
 	CL_READING = 0,   /* waiting for / parsing a request */
+	CL_COUNTING,      /* waiting for the engine's /tokenize count before admission */
 	CL_ADMITTED,      /* admitted, waiting in the gateway's fair queue */
 	CL_UPSTREAM,      /* forwarded; relaying the response */
 	CL_CLOSING,       /* flushing the last response, then lingering */
@@ -94,12 +96,16 @@ struct fg_exchange {
 	uint64_t started_ns, decided_ns;
 
 	enum fg_api api;
+	struct fg_route route;    /* what the target names (policy/request_path) */
 	struct fg_tenant_rt *tenant; /* referenced while set */
+	struct fg_tokenize *tok;  /* the exact-count call under way, or NULL */
+	uint64_t tok_started_ns;
 	struct fg_req_info info;
 	struct fg_gw_request gwr; /* the gateway's request: price, queue, KV, window */
 	bool reserved;            /* gwr is live in the gateway until settled */
 	bool long_ctx;            /* goes to the long-context pool */
 	uint64_t first_token_timer; /* non-streams: model-estimated first token */
+	bool json_body;           /* the body parsed: the rewrite applies to it */
 	char *fwd_body;           /* rewritten JSON (malloc), or NULL: send body */
 	size_t fwd_len;
 
@@ -118,6 +124,12 @@ struct fg_exchange {
 	struct fg_buf resp_copy;
 	bool resp_copy_overflow;
 	uint64_t delivered_bytes;
+	/* a stream the gateway ended at its first chunk: the engine's prompt
+	 * count broke a limit the estimate had passed */
+	bool cut_off;
+	enum fg_outcome cut_outcome;
+	char cut_code[32];
+	char cut_reason[200];
 
 	/* last: an exchange's end zeroes everything above (offsetof hdrs) but
 	 * only resets these two ~1.6 KiB tables (an entry is set when used) */
@@ -201,7 +213,7 @@ struct fg_proxy {
 	uint64_t started_ns;
 
 	/* from the policy, in ns / bytes */
-	uint64_t header_ns, body_ns, idle_ns, upstream_ns;
+	uint64_t header_ns, body_ns, idle_ns, upstream_ns, tokenize_ns;
 	uint64_t max_body;
 
 	/* proxy_sched.c */
@@ -256,6 +268,9 @@ void fg_client_error(struct fg_client *c, int status, const char *type, const ch
 /* Send an admitted (or unmetered) exchange to its pool. -1: the client was
  * answered 503 (engine unavailable) and its exchange ended. */
 int fg_proxy_dispatch(struct fg_client *c);
+/* A non-blocking socket connecting to the pool's address (in transparent
+ * mode from a source port steer exempts), or -1 with errno. */
+int fg_pool_socket(struct fg_proxy *px, struct fg_pool *pool);
 void fg_pool_init(struct fg_pool *pool, const char *what);
 /* Point a pool at host:port ("" host = not configured); pooled connections
  * to a previous address are closed. -1 when the host is not numeric. */

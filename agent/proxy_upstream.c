@@ -143,29 +143,45 @@ static int bind_exempt_port(struct fg_proxy *px, struct fg_pool *pool, int fd)
 	return -1;
 }
 
-static struct fg_upstream *connect_new(struct fg_proxy *px, struct fg_pool *pool)
+static int pool_socket(struct fg_proxy *px, struct fg_pool *pool, bool *in_progress)
 {
 	if (!pool->addr_len) {
 		errno = EDESTADDRREQ;
-		return NULL;
+		return -1;
 	}
 	int fd = socket(pool->addr.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	int one = 1;
 
 	if (fd < 0)
-		return NULL;
+		return -1;
 	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-	if (bind_exempt_port(px, pool, fd)) {
-		close(fd);
-		return NULL;
-	}
-	int rc = connect(fd, (struct sockaddr *)&pool->addr, pool->addr_len);
+	int rc = bind_exempt_port(px, pool, fd) ? -1
+		 : connect(fd, (struct sockaddr *)&pool->addr, pool->addr_len);
 	if (rc && errno != EINPROGRESS) {
 		int e = errno;
 		close(fd);
 		errno = e;
-		return NULL;
+		return -1;
 	}
+	*in_progress = rc != 0;
+	px->metrics.engine_connects++;
+	return fd;
+}
+
+int fg_pool_socket(struct fg_proxy *px, struct fg_pool *pool)
+{
+	bool in_progress;
+
+	return pool_socket(px, pool, &in_progress);
+}
+
+static struct fg_upstream *connect_new(struct fg_proxy *px, struct fg_pool *pool)
+{
+	bool in_progress;
+	int fd = pool_socket(px, pool, &in_progress);
+
+	if (fd < 0)
+		return NULL;
 	struct fg_upstream *u = calloc(1, sizeof(*u));
 	if (!u || fg_loop_add(px->st->loop, fd, EPOLLOUT | EPOLLIN | EPOLLRDHUP, upstream_cb, u)) {
 		free(u);
@@ -177,10 +193,9 @@ static struct fg_upstream *connect_new(struct fg_proxy *px, struct fg_pool *pool
 	u->pool = pool;
 	u->fd = fd;
 	u->events = EPOLLOUT | EPOLLIN | EPOLLRDHUP;
-	u->connecting = rc != 0;
+	u->connecting = in_progress;
 	fg_link_add(&px->busy, &u->link);
 	px->n_busy++;
-	px->metrics.engine_connects++;
 	return u;
 }
 
@@ -241,23 +256,26 @@ void fg_exchange_settle(struct fg_client *c, enum fg_outcome o)
 	fg_sched_exchange_end(c);
 
 	if (x->sse && x->sse_state.have_usage) {
+		/* before the final usage: the prompt as counted, the output as
+		 * delivered (a chunk's usage counts one choice) */
 		u = x->sse_state.usage;
+		u.completion_tokens = fg_sse_output(&x->sse_state);
 		have_usage = true;
 	} else if (!x->sse && fg_buf_used(&x->resp_copy) && !x->resp_copy_overflow) {
 		have_usage = usage_of_body(fg_buf_head(&x->resp_copy), fg_buf_used(&x->resp_copy), &u);
 	}
-	if (have_usage && u.prompt_tokens > 0 && !x->info.shape.prompt_token_ids &&
-	    x->info.shape.prompt_chars && x->api != FG_API_OTHER_BODY)
-		fg_calibration_learn(&gw->cal, x->info.model, x->info.shape.prompt_chars,
-				     (uint64_t)u.prompt_tokens);
+	if (have_usage && u.prompt_tokens > 0)
+		fg_gw_learn(gw, r, x->info.model, u.prompt_tokens);
 
-	bool served = (o == FG_OUT_OK || o == FG_OUT_CLIENT_GONE) && r->state != FG_GW_S_QUEUED;
+	/* a stream ended at its first chunk ran its prefill: billed for it */
+	bool ran = o == FG_OUT_OK || o == FG_OUT_CLIENT_GONE || (x->cut_off && o == x->cut_outcome);
+	bool served = ran && r->state != FG_GW_S_QUEUED;
 	if (served) {
 		if (!have_usage) {
 			/* no usage: what was delivered (streams), else what was reserved */
 			u = (struct fg_usage){ .prompt_tokens = r->price.prompt_tokens };
 			if (x->sse)
-				u.completion_tokens = (double)x->sse_state.content_events;
+				u.completion_tokens = fg_sse_output(&x->sse_state);
 			else if (o == FG_OUT_OK)
 				u.completion_tokens = r->price.output_tokens;
 		}
@@ -464,6 +482,49 @@ static int on_r_value(http_parser *p, const char *at, size_t len)
 	return fg_hdrs_on_value(&up_of(p)->client->x.rhdrs, at, len);
 }
 
+/* The engine's count of a stream's prompt, at its first chunk: a prompt
+ * that breaks the tier's max_context or the tenant's KV cap (the estimate
+ * let it through) ends the stream there. */
+static bool stream_prompt_known(void *ctx, double prompt_tokens)
+{
+	struct fg_client *c = ctx;
+	struct fg_exchange *x = &c->x;
+
+	if (!x->reserved)
+		return true;
+	struct fg_gw_decision d = fg_gw_prompt_known(c->px->gw, &x->gwr, prompt_tokens, fg_now_ns());
+	if (d.outcome == FG_GW_QUEUED)
+		return true;
+	bool kv = d.outcome == FG_GW_KV_NEVER;
+	x->cut_off = true;
+	x->cut_outcome = kv ? FG_OUT_KV_NEVER : FG_OUT_CONTEXT_EXCEEDED;
+	snprintf(x->cut_code, sizeof(x->cut_code), "%s",
+		 kv ? "kv_cache_cap_exceeded" : "context_length_exceeded");
+	snprintf(x->cut_reason, sizeof(x->cut_reason), "%s", d.reason);
+	return false;
+}
+
+/* The stream was stopped at its first chunk: the client gets an error
+ * event in OpenAI's shape and the end of the stream; the engine's
+ * connection is closed (it stops generating). */
+static int end_cut_stream(struct fg_client *c)
+{
+	struct fg_exchange *x = &c->x;
+	char *err = fg_error_json("invalid_request_error", x->cut_code,
+				  x->api == FG_API_CHAT ? "messages" : "prompt", x->cut_reason);
+	struct fg_buf ev = { 0 };
+	int rc = !err || fg_buf_printf(&ev, "data: %s\n\ndata: [DONE]\n\n", err) ? -1 : 0;
+
+	free(err);
+	if (!rc)
+		rc = emit(c, fg_buf_head(&ev), fg_buf_used(&ev));
+	fg_buf_free(&ev);
+	if (x->resp_chunked)
+		rc |= fg_buf_append(&c->out, "0\r\n\r\n", 5);
+	x->resp_done = true;
+	return rc;
+}
+
 static bool is_event_stream(const struct fg_hdrs *h)
 {
 	size_t len;
@@ -490,11 +551,19 @@ static int response_head(struct fg_client *c, int status, bool chunked, uint64_t
 			(c->parser.http_major == 1 && c->parser.http_minor >= 1);
 	bool has_len = !chunked && content_length != ULLONG_MAX;
 	x->resp_no_body = head || x->status == 204 || x->status == 304;
+	bool chunks = x->api == FG_API_CHAT || x->api == FG_API_COMPLETIONS;
 	x->sse = !x->resp_no_body && x->info.stream && x->status == 200 && is_event_stream(h) &&
-		 (x->api == FG_API_CHAT || x->api == FG_API_COMPLETIONS);
-	if (x->sse)
-		fg_sse_init(&x->sse_state, !x->info.client_wants_usage);
-	else if (x->reserved)
+		 (chunks || x->api == FG_API_RESPONSES);
+	if (x->sse && chunks) {
+		fg_sse_init(&x->sse_state, FG_SSE_CHUNKS, !x->info.client_wants_usage,
+			    !x->info.client_wants_continuous);
+		if (x->reserved) {
+			x->sse_state.on_prompt = stream_prompt_known;
+			x->sse_state.ctx = c;
+		}
+	} else if (x->sse) {
+		fg_sse_init(&x->sse_state, FG_SSE_RESPONSES, false, false);
+	} else if (x->reserved)
 		fg_sched_first_token(c); /* a whole answer (or an error): the engine is done with it */
 
 	rc |= fg_buf_append_str(o, "HTTP/1.1 ");
@@ -552,11 +621,18 @@ static int on_r_body(http_parser *p, const char *at, size_t len)
 		fg_buf_reset(scratch);
 		if (fg_sse_feed(&x->sse_state, at, len, scratch))
 			return -1;
-		/* content events ~ tokens so far (the role chunk counts one too
-		 * many); usage at the end corrects the fair queue's charge */
+		/* output so far (continuous usage, content events ~ tokens);
+		 * usage at the end corrects the fair queue's charge */
 		if (x->reserved && x->sse_state.content_events)
-			fg_sched_output(c, (double)x->sse_state.content_events);
-		return emit(c, fg_buf_head(scratch), fg_buf_used(scratch));
+			fg_sched_output(c, fg_sse_output(&x->sse_state));
+		if (emit(c, fg_buf_head(scratch), fg_buf_used(scratch)))
+			return -1;
+		if (x->sse_state.stopped && x->cut_off && !x->resp_done) {
+			if (end_cut_stream(c))
+				return -1;
+			http_parser_pause(p, 1);
+		}
+		return 0;
 	}
 	if (x->reserved && !x->resp_copy_overflow) {
 		if (fg_buf_used(&x->resp_copy) + len > FG_RESP_COPY_MAX) {
@@ -613,8 +689,9 @@ static void finish(struct fg_upstream *u, bool reusable)
 {
 	struct fg_client *c = u->client;
 
-	/* a head read by fg_resp_head_fast is HTTP/1.1 without Connection */
-	reusable = reusable && (u->fast || http_should_keep_alive(&u->parser));
+	/* a head read by fg_resp_head_fast is HTTP/1.1 without Connection; a
+	 * stream cut short still has the engine writing on it */
+	reusable = reusable && !c->x.cut_off && (u->fast || http_should_keep_alive(&u->parser));
 	c->x.up = NULL;
 	if (reusable)
 		pool_put(u);
@@ -624,7 +701,7 @@ static void finish(struct fg_upstream *u, bool reusable)
 	 * and nothing else runs before the books are closed */
 	fg_client_send_early(c);
 	if (c->x.reserved)
-		fg_exchange_settle(c, outcome_of(c->x.status));
+		fg_exchange_settle(c, c->x.cut_off ? c->x.cut_outcome : outcome_of(c->x.status));
 	fg_client_exchange_done(c);
 }
 
@@ -708,6 +785,10 @@ static int fast_read(struct fg_upstream *u, const char *p, size_t n, size_t *don
 	if (body && on_r_body(&u->parser, p + head, body))
 		return -1;
 	u->fast_left -= body;
+	if (c->x.resp_done) { /* a stream ended early */
+		*done = head + body;
+		return 1;
+	}
 	if (!u->fast_left && on_r_complete(&u->parser))
 		return -1;
 	*done = head + body;

@@ -2,7 +2,7 @@
  * body size: the same calls fairgated makes between "request received" and
  * "request ready for the engine" (SHA-256 of the API key, the one-pass JSON
  * validation and prompt measurement, pricing through the cost model, the
- * bucket's reserve, the cache_salt / include_usage rewrite splicing
+ * bucket's reserve, the cache_salt / include_usage / output-cap rewrite splicing
  * the forwarded body), timed in-process over many iterations and reported
  * as medians of several runs, next to a plain memcpy of the same body as a
  * floor.
@@ -49,7 +49,8 @@ static volatile size_t sink;
 
 /* One decision, as the proxy makes it; returns 0 when admitted. */
 static int decide(const char *body, size_t len, const struct fg_cost_model *cm,
-		  const struct fg_calibration *cal, struct fg_bucket *bucket, uint64_t now_ns)
+		  const struct fg_model *rule, const struct fg_calibration *cal,
+		  struct fg_bucket *bucket, uint64_t now_ns)
 {
 	static const char key[] = "sk-bench-key-0123456789";
 	uint8_t hash[32];
@@ -60,10 +61,12 @@ static int decide(const char *body, size_t len, const struct fg_cost_model *cm,
 	fg_sha256(key, sizeof(key) - 1, hash);
 	if (fg_request_parse(FG_API_CHAT, body, len, &info, msg, sizeof(msg), &param))
 		return -1;
-	struct fg_price p = fg_price_request(cm, FG_METER_REPLICA_TIME, cal, info.model, &info.shape, 256);
+	struct fg_prompt_est est = fg_estimate_prompt(rule, fg_chars_per_token(cal, 1, rule->chars_per_token),
+						      &info.shape);
+	struct fg_price p = fg_price_request(cm, FG_METER_REPLICA_TIME, &est, &info.shape, 256, 32768);
 	struct fg_decision d = fg_admission_decide(bucket, p.units, now_ns);
 	struct fg_rewrite rw = { .cache_salt = "fg1-bench-0123456789abcdef0123456789abcdef0123456789abcdef01234567",
-				 .force_usage = info.stream };
+				 .force_usage = info.stream, .max_tokens = p.per_choice };
 	size_t out_len = 0;
 	char *out = fg_request_forward_body(&info, body, len, &rw, &out_len);
 	sink += out_len + hash[0];
@@ -114,14 +117,14 @@ int main(int argc, char **argv)
 		char *copy = malloc(sizes[s]);
 		double med[2];
 		double *t = calloc((size_t)runs, sizeof(*t)), *c = calloc((size_t)runs, sizeof(*c));
-		if (decide(body, sizes[s], &cm, &cal, &bucket, 1)) {
+		if (decide(body, sizes[s], &cm, &pol->replica.model, &cal, &bucket, 1)) {
 			fprintf(stderr, "fg-decision-bench: the %zu-byte body was refused\n", sizes[s]);
 			return 1;
 		}
 		for (int r = 0; r < runs; r++) {
 			double t0 = now_s();
 			for (int i = 0; i < iters[s]; i++)
-				decide(body, sizes[s], &cm, &cal, &bucket, (uint64_t)i + 2);
+				decide(body, sizes[s], &cm, &pol->replica.model, &cal, &bucket, (uint64_t)i + 2);
 			t[r] = (now_s() - t0) / iters[s];
 			t0 = now_s();
 			for (int i = 0; i < iters[s]; i++) {

@@ -79,13 +79,24 @@ double fg_output_units(const struct fg_cost_model *cm, double prompt, double out
 	return per_choice > 1 ? n * fg_decode_units(cm, prompt + 1, per_choice - 1) : 0;
 }
 
-double fg_request_units_n(const struct fg_cost_model *cm, double prompt, double cached,
-			  double output, double n)
+double fg_request_units_batch(const struct fg_cost_model *cm, double prompt, double cached,
+			      double output, double prompts, double sequences)
 {
 	if (cached > prompt)
 		cached = prompt;
+	if (!(prompts >= 1))
+		prompts = 1;
+	/* the output term is affine in the prompt a sequence decodes from, so
+	 * the batch's mean prompt prices its sequences exactly when their
+	 * outputs are equal (and the split errs low as in fg_output_units) */
 	return (prompt - cached) + cached * cm->cached_prompt_weight +
-	       fg_output_units(cm, prompt, output, n);
+	       fg_output_units(cm, prompt / prompts, output, sequences);
+}
+
+double fg_request_units_n(const struct fg_cost_model *cm, double prompt, double cached,
+			  double output, double n)
+{
+	return fg_request_units_batch(cm, prompt, cached, output, 1, n);
 }
 
 double fg_request_units(const struct fg_cost_model *cm, double prompt, double cached,
@@ -94,8 +105,9 @@ double fg_request_units(const struct fg_cost_model *cm, double prompt, double ca
 	return fg_request_units_n(cm, prompt, cached, output, 1);
 }
 
-double fg_metered_units_n(const struct fg_cost_model *cm, enum fg_metering mode,
-			  double prompt, double cached, double output, double n)
+double fg_metered_units_batch(const struct fg_cost_model *cm, enum fg_metering mode,
+			      double prompt, double cached, double output, double prompts,
+			      double sequences)
 {
 	switch (mode) {
 	case FG_METER_RAW_TOKENS:
@@ -104,8 +116,14 @@ double fg_metered_units_n(const struct fg_cost_model *cm, enum fg_metering mode,
 		return (double)cm->ref_context;
 	case FG_METER_REPLICA_TIME:
 	default:
-		return fg_request_units_n(cm, prompt, cached, output, n);
+		return fg_request_units_batch(cm, prompt, cached, output, prompts, sequences);
 	}
+}
+
+double fg_metered_units_n(const struct fg_cost_model *cm, enum fg_metering mode,
+			  double prompt, double cached, double output, double n)
+{
+	return fg_metered_units_batch(cm, mode, prompt, cached, output, 1, n);
 }
 
 double fg_metered_units(const struct fg_cost_model *cm, enum fg_metering mode,

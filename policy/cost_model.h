@@ -83,6 +83,11 @@ double fg_request_units(const struct fg_cost_model *cm, double prompt, double ca
 			double output);
 double fg_request_units_n(const struct fg_cost_model *cm, double prompt, double cached,
 			  double output, double n);
+/* A batch: `sequences` sequences over `prompts` distinct prompts (a
+ * completions prompt array x n) whose tokens sum to `prompt`; each decodes
+ * from the batch's mean prompt. */
+double fg_request_units_batch(const struct fg_cost_model *cm, double prompt, double cached,
+			      double output, double prompts, double sequences);
 
 /* The same request priced under a metering mode (for comparing weaker quotas):
  * replica_time = fg_request_units; raw_tokens = prompt + output;
@@ -92,6 +97,9 @@ double fg_metered_units(const struct fg_cost_model *cm, enum fg_metering mode,
 			double prompt, double cached, double output);
 double fg_metered_units_n(const struct fg_cost_model *cm, enum fg_metering mode,
 			  double prompt, double cached, double output, double n);
+double fg_metered_units_batch(const struct fg_cost_model *cm, enum fg_metering mode,
+			      double prompt, double cached, double output, double prompts,
+			      double sequences);
 
 /* A steady tenant load. */
 struct fg_load_cost {

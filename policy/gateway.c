@@ -44,15 +44,16 @@ void fg_gw_init(struct fg_gateway *gw, const struct fg_policy *p, uint64_t step_
 		step_tokens = (uint64_t)ceil(gw->cm.decode_step_s / gw->cm.prompt_token_s);
 	fg_ew_init(&gw->ew, p->agent.engine_queue_steps, step_tokens);
 	fg_peak_init(&gw->peaks, p->n_tenants, 0, now_ns);
-	fg_calibration_init(&gw->cal);
 	for (uint32_t i = 0; i < p->n_tenants; i++)
 		setup_tenant(gw, i, now_ns, false);
 }
 
+/* `prompts` distinct prompts, `sequences` sequences between them (fg_price's) */
 static double metered(const struct fg_gateway *gw, double prompt, double cached, double out,
-		      double n)
+		      double prompts, double sequences)
 {
-	return fg_metered_units_n(&gw->cm, gw->policy->agent.metering, prompt, cached, out, n);
+	return fg_metered_units_batch(&gw->cm, gw->policy->agent.metering, prompt, cached, out,
+				      prompts, sequences);
 }
 
 static void live_link(struct fg_gateway *gw, struct fg_gw_request *r)
@@ -87,12 +88,121 @@ static void refuse(struct fg_gw_decision *d, enum fg_gw_outcome o, const char *f
 	va_end(ap);
 }
 
+/* A request's size, estimated (or exact): what every limit is checked on. */
+struct sizing {
+	struct fg_prompt_est est;
+	struct fg_price price;
+	uint64_t context_limit;   /* tier max_context, or the engine's smaller max_model_len */
+	uint64_t ctx_safe, ctx_max; /* longest prompt + its output cap */
+	uint64_t kv_safe, kv_max; /* every sequence's prompt + output */
+	int cal_model;
+};
+
+static uint64_t tokens_of(double v)
+{
+	return v > 0 ? (uint64_t)ceil(v) : 0;
+}
+
+static void size_request(const struct fg_gateway *gw, uint32_t tenant, const char *model,
+			 const struct fg_request_shape *shape, struct sizing *z)
+{
+	const struct fg_policy *p = gw->policy;
+	const struct fg_tier *tier = tier_of(gw, tenant);
+	uint32_t n = shape->n ? shape->n : 1, prompts = shape->prompts > 1 ? shape->prompts : 1;
+
+	z->cal_model = fg_cal_model_find(&gw->models, model);
+	double cpt = fg_chars_per_token(&gw->t[tenant].cal, z->cal_model,
+					p->replica.model.chars_per_token);
+	z->est = fg_estimate_prompt(&p->replica.model, cpt, shape);
+	uint64_t limit = tier->max_context;
+	if (gw->engine_max_model_len && (!limit || gw->engine_max_model_len < limit))
+		limit = gw->engine_max_model_len;
+	z->context_limit = limit;
+	uint64_t longest = tokens_of(z->est.longest_safe);
+	uint64_t room = !limit ? UINT64_MAX : limit > longest ? limit - longest : 1;
+	z->price = fg_price_request(&gw->cm, p->agent.metering, &z->est, shape,
+				    tier->default_max_tokens, room);
+	uint64_t out = z->price.per_choice;
+	z->ctx_safe = longest + out;
+	z->ctx_max = tokens_of(z->est.longest_max) + out;
+	z->kv_safe = fg_kv_tokens(tokens_of(z->est.tokens_safe), prompts * out, n);
+	z->kv_max = fg_kv_tokens(tokens_of(z->est.tokens_max), prompts * out, n);
+	if (z->price.flat)
+		z->ctx_safe = z->ctx_max = z->kv_safe = z->kv_max = 0;
+}
+
+/* A limit the estimate may be on either side of. */
+static bool uncertain(uint64_t safe, uint64_t most, uint64_t limit, bool cut_off_later)
+{
+	if (!limit || most <= limit)
+		return false; /* fits whatever the tokenizer makes of it */
+	return !cut_off_later || (double)safe >= (double)limit * (1 - FG_EXACT_MARGIN);
+}
+
+/* A cheap screen: even at the most tokens its bytes can make and the
+ * largest cap it can take, the request fits every limit and the bucket is
+ * above any price it could have: nothing to count. */
+static bool maybe_near_a_limit(const struct fg_gateway *gw, uint32_t tenant,
+			       const struct fg_request_shape *shape, uint64_t now_ns)
+{
+	const struct fg_policy *p = gw->policy;
+	const struct fg_tier *tier = tier_of(gw, tenant);
+	uint32_t n = shape->n ? shape->n : 1;
+	uint64_t out = shape->prompt_only ? 0
+		       : shape->max_tokens ? shape->max_tokens
+		       : tier->default_max_tokens ? tier->default_max_tokens : FG_FALLBACK_MAX_TOKENS;
+	uint64_t hi = tokens_of(fg_prompt_bound(&p->replica.model, shape));
+	uint64_t ctx = hi + out, kv = fg_kv_tokens(hi, out, n);
+	uint64_t limits[] = { tier->max_context, gw->engine_max_model_len,
+			      p->agent.long_context_threshold };
+	for (size_t i = 0; i < sizeof(limits) / sizeof(limits[0]); i++)
+		if (limits[i] && ctx > limits[i])
+			return true;
+	if ((gw->kv_caps && gw->kv.cap[tenant] && kv > gw->kv.cap[tenant]) || kv > gw->kv.node_cap)
+		return true;
+	struct fg_bucket b = gw->t[tenant].bucket;
+	double top = metered(gw, (double)hi * (1 + FG_EXACT_MARGIN), 0, (double)n * (double)out, 1, n);
+	return fg_bucket_level(&b, now_ns) < top;
+}
+
+bool fg_gw_exact_wanted(const struct fg_gateway *gw, uint32_t tenant, const char *model,
+			const struct fg_request_shape *shape, bool cut_off_later, uint64_t now_ns)
+{
+	const struct fg_policy *p = gw->policy;
+	struct sizing z;
+
+	if (tenant >= p->n_tenants || shape->fixed_units > 0 || shape->no_gpu ||
+	    shape->exact_prompt_tokens || shape->prompts > 1 || !shape->prompt_chars)
+		return false;
+	if (!maybe_near_a_limit(gw, tenant, shape, now_ns))
+		return false; /* the common small request: no sizing twice */
+	size_request(gw, tenant, model, shape, &z);
+	uint64_t threshold = p->agent.long_context_threshold;
+	if (uncertain(z.ctx_safe, z.ctx_max, z.context_limit, cut_off_later) ||
+	    uncertain(z.ctx_safe, z.ctx_max, threshold, cut_off_later))
+		return true;
+	if (!threshold || z.ctx_safe <= threshold) {
+		if ((gw->kv_caps && uncertain(z.kv_safe, z.kv_max, gw->kv.cap[tenant], cut_off_later)) ||
+		    uncertain(z.kv_safe, z.kv_max, gw->kv.node_cap, cut_off_later))
+			return true;
+	}
+	/* a bucket that barely covers (or barely misses) the estimated price */
+	struct fg_bucket b = gw->t[tenant].bucket;
+	double level = fg_bucket_level(&b, now_ns), prompt = z.price.prompt_tokens;
+	double lo = metered(gw, prompt * (1 - FG_EXACT_MARGIN), 0, z.price.output_tokens,
+			    z.price.prompts, z.price.sequences);
+	double hi = metered(gw, prompt * (1 + FG_EXACT_MARGIN), 0, z.price.output_tokens,
+			    z.price.prompts, z.price.sequences);
+	return level >= lo && level < hi && hi - lo >= 1;
+}
+
 struct fg_gw_decision fg_gw_admit(struct fg_gateway *gw, struct fg_gw_request *req,
 				  uint32_t tenant, const char *model,
 				  const struct fg_request_shape *shape, uint64_t now_ns)
 {
 	struct fg_gw_decision d = { 0 };
 	const struct fg_policy *p = gw->policy;
+	struct sizing z;
 
 	memset(req, 0, sizeof(*req));
 	if (tenant >= p->n_tenants) {
@@ -102,35 +212,51 @@ struct fg_gw_decision fg_gw_admit(struct fg_gateway *gw, struct fg_gw_request *r
 	const struct fg_tier *tier = tier_of(gw, tenant);
 	struct fg_gw_tenant *t = &gw->t[tenant];
 
+	size_request(gw, tenant, model, shape, &z);
 	req->tenant = tenant;
-	req->price = fg_price_request(&gw->cm, p->agent.metering, &gw->cal, model, shape,
-				      tier->default_max_tokens);
-	uint32_t n = shape->n ? shape->n : 1;
-	uint64_t prompt = (uint64_t)req->price.prompt_tokens;
-	uint64_t out_per_choice = (uint64_t)(req->price.output_tokens / n);
-	req->context_tokens = prompt + out_per_choice;
-	req->kv_tokens = fg_kv_tokens(prompt, out_per_choice, n);
-	req->prefill_tokens = prompt;
+	req->price = z.price;
+	req->n = shape->n ? shape->n : 1;
+	req->prompts = shape->prompts > 1 ? shape->prompts : 1;
+	req->cal_model = z.cal_model;
+	req->prompt_chars = shape->prompt_chars;
+	req->prompt_fixed = z.est.fixed;
+	req->prompt_exact = z.est.exact;
+	uint64_t prompt = tokens_of(z.est.longest_safe), out_per_choice = z.price.per_choice;
+	req->context_tokens = z.ctx_safe;
+	req->kv_tokens = z.kv_safe;
+	req->prefill_tokens = z.price.flat ? 0 : tokens_of(z.est.tokens);
 	d.cost = req->price.units;
+	if (z.est.exact)
+		t->exact_counts++;
 
 	/* Memory limits first: they do not depend on the rate, and a request
 	 * refused for its size must not look like "retry later". */
 	if (tier->max_context && req->context_tokens > tier->max_context) {
 		refuse(&d, FG_GW_CONTEXT_EXCEEDED,
-		       "This request needs about %llu tokens of context (prompt %llu + max output %llu), "
+		       "This request needs %s%llu tokens of context (prompt %llu + max output %llu), "
 		       "above the %llu-token maximum of tier '%s'.",
-		       (unsigned long long)req->context_tokens, (unsigned long long)prompt,
-		       (unsigned long long)out_per_choice, (unsigned long long)tier->max_context,
-		       tier->name);
+		       z.est.exact ? "" : "about ", (unsigned long long)req->context_tokens,
+		       (unsigned long long)prompt, (unsigned long long)out_per_choice,
+		       (unsigned long long)tier->max_context, tier->name);
+		t->never++;
+		return d;
+	}
+	if (gw->engine_max_model_len && req->context_tokens > gw->engine_max_model_len) {
+		refuse(&d, FG_GW_CONTEXT_EXCEEDED,
+		       "This request needs %s%llu tokens of context (prompt %llu + max output %llu), "
+		       "above the engine's maximum context length of %llu tokens.",
+		       z.est.exact ? "" : "about ", (unsigned long long)req->context_tokens,
+		       (unsigned long long)prompt, (unsigned long long)out_per_choice,
+		       (unsigned long long)gw->engine_max_model_len);
 		t->never++;
 		return d;
 	}
 	if (p->agent.long_context_threshold && req->context_tokens > p->agent.long_context_threshold) {
 		if (!p->agent.long_context_upstream.host[0]) {
 			refuse(&d, FG_GW_NO_LONG_POOL,
-			       "This request needs about %llu tokens of context, above the %llu-token "
+			       "This request needs %s%llu tokens of context, above the %llu-token "
 			       "threshold of this pool, and no long-context pool is configured.",
-			       (unsigned long long)req->context_tokens,
+			       z.est.exact ? "" : "about ", (unsigned long long)req->context_tokens,
 			       (unsigned long long)p->agent.long_context_threshold);
 			t->never++;
 			return d;
@@ -186,7 +312,8 @@ struct fg_gw_decision fg_gw_admit(struct fg_gateway *gw, struct fg_gw_request *r
 		return d;
 	}
 	req->item.tenant = tenant;
-	req->item.dispatch_units = metered(gw, req->price.prompt_tokens, 0, 0, 1);
+	req->item.dispatch_units = req->price.flat ? req->price.units
+						   : metered(gw, req->price.prompt_tokens, 0, 0, 1, 1);
 	req->item.enqueued_ns = now_ns;
 	req->item.deadline_ns = tier->max_queue_s > 0
 		? now_ns + (uint64_t)(tier->max_queue_s * NS_PER_S) : 0;
@@ -194,6 +321,72 @@ struct fg_gw_decision fg_gw_admit(struct fg_gateway *gw, struct fg_gw_request *r
 	fg_fq_push(&gw->fq, &req->item);
 	d.outcome = FG_GW_QUEUED;
 	return d;
+}
+
+struct fg_gw_decision fg_gw_prompt_known(struct fg_gateway *gw, struct fg_gw_request *r,
+					 double prompt_tokens, uint64_t now_ns)
+{
+	struct fg_gw_decision d = { .outcome = FG_GW_QUEUED };
+	(void)now_ns;
+
+	if (r->state == FG_GW_S_DONE || r->state == FG_GW_S_NEW || r->orphan || r->prompts > 1 ||
+	    !(prompt_tokens > 0) || r->price.flat)
+		return d;
+	const struct fg_tier *tier = tier_of(gw, r->tenant);
+	uint64_t prompt = tokens_of(prompt_tokens), out = r->price.per_choice;
+	uint64_t ctx = prompt + out;
+	if (tier->max_context && ctx > tier->max_context) {
+		refuse(&d, FG_GW_CONTEXT_EXCEEDED,
+		       "The prompt is %llu tokens as the engine counts it: with max output %llu, %llu "
+		       "tokens of context, above the %llu-token maximum of tier '%s'.",
+		       (unsigned long long)prompt, (unsigned long long)out, (unsigned long long)ctx,
+		       (unsigned long long)tier->max_context, tier->name);
+		gw->t[r->tenant].cut_off++;
+		return d;
+	}
+	r->context_tokens = ctx;
+	if (r->long_context || !r->kv_held)
+		return d;
+	uint64_t kv = fg_kv_tokens(prompt, out, r->n), cap = gw->kv.cap[r->tenant];
+	if (kv <= r->kv_tokens) {
+		fg_kv_release(&gw->kv, r->tenant, r->kv_tokens - kv);
+		r->kv_tokens = kv;
+		return d;
+	}
+	uint64_t more = kv - r->kv_tokens;
+	bool alone_over = (cap && kv > cap) || kv > gw->kv.node_cap;
+	if (alone_over || fg_kv_reserve(&gw->kv, r->tenant, more) != FG_KV_OK) {
+		refuse(&d, FG_GW_KV_NEVER,
+		       "The prompt is %llu tokens as the engine counts it: %llu tokens of KV cache "
+		       "(n x (prompt + max output)), with the tenant's others above %s of %llu.",
+		       (unsigned long long)prompt, (unsigned long long)kv,
+		       cap ? "the tier's per-tenant KV cap" : "the replica's reservable KV pool",
+		       (unsigned long long)(cap ? cap : gw->kv.node_cap));
+		gw->t[r->tenant].cut_off++;
+		return d;
+	}
+	r->kv_tokens = kv;
+	return d;
+}
+
+void fg_gw_learn(struct fg_gateway *gw, const struct fg_gw_request *r, const char *model,
+		 double prompt_tokens)
+{
+	if (r->orphan || r->tenant >= gw->policy->n_tenants || !r->prompt_chars || r->price.flat ||
+	    r->prompts > 1)
+		return;
+	int m = r->cal_model ? r->cal_model : fg_cal_model_add(&gw->models, model);
+	fg_calibration_learn(&gw->t[r->tenant].cal, m, gw->policy->replica.model.chars_per_token,
+			     r->prompt_chars, prompt_tokens - r->prompt_fixed);
+}
+
+double fg_gw_chars_per_token(const struct fg_gateway *gw, uint32_t tenant, const char *model)
+{
+	double prior = gw->policy->replica.model.chars_per_token;
+
+	if (tenant >= gw->policy->n_tenants)
+		return prior;
+	return fg_chars_per_token(&gw->t[tenant].cal, fg_cal_model_find(&gw->models, model), prior);
 }
 
 static bool may_go(const struct fg_fq_item *item, void *ctx)
@@ -241,8 +434,10 @@ void fg_gw_output(struct fg_gateway *gw, struct fg_gw_request *r, double complet
 	/* each new token at the price of the context it decoded against: the
 	 * difference of the closed form between what had streamed and now */
 	double out = fmin(completion_tokens, r->price.output_tokens);
-	double delta = metered(gw, r->price.prompt_tokens, 0, out, r->price.choices) -
-		       metered(gw, r->price.prompt_tokens, 0, r->output_charged, r->price.choices);
+	double delta = metered(gw, r->price.prompt_tokens, 0, out, r->price.prompts,
+			       r->price.sequences) -
+		       metered(gw, r->price.prompt_tokens, 0, r->output_charged, r->price.prompts,
+			       r->price.sequences);
 	r->output_charged = out;
 	if (delta > 0) {
 		fg_fq_charge(&gw->fq, r->tenant, delta);
@@ -292,26 +487,20 @@ double fg_gw_finish(struct fg_gateway *gw, struct fg_gw_request *r, const struct
 {
 	if (r->state == FG_GW_S_DONE || r->state == FG_GW_S_NEW)
 		return 0;
-	struct fg_usage billable = *u;
-	/* The engine's word is trusted up to what the request could have been:
-	 * a prompt longer than the tier's max_context was refused before it
-	 * was sent, so a larger count is an engine fault, not the tenant's. */
-	uint64_t max_ctx = r->orphan ? 0 : tier_of(gw, r->tenant)->max_context;
-	if (max_ctx && billable.prompt_tokens > (double)max_ctx) {
-		billable.prompt_tokens = (double)max_ctx;
-		if (billable.cached_tokens > billable.prompt_tokens)
-			billable.cached_tokens = billable.prompt_tokens;
+	/* the engine's word is trusted up to what the request's bytes can make
+	 * (fg_settle_units clamps there): more is an engine fault */
+	if (!r->price.flat && r->price.prompt_ceiling > 0 && u->prompt_tokens > r->price.prompt_ceiling &&
+	    !r->orphan)
 		gw->t[r->tenant].usage_clamped++;
-	}
-	double billed = fg_settle_units(&gw->cm, gw->policy->agent.metering, &r->price, &billable);
+	double billed = fg_settle_units(&gw->cm, gw->policy->agent.metering, &r->price, u);
 	if (!r->orphan) {
 		struct fg_gw_tenant *t = &gw->t[r->tenant];
-		struct fg_usage prompt_only = billable;
+		struct fg_usage prompt_only = *u;
 		prompt_only.completion_tokens = 0;
 		if (u->prompt_tokens > 0)
 			t->settled++;
-		if (billable.completion_tokens > 0) {
-			t->billed_output_tokens += fmin(billable.completion_tokens, r->price.output_tokens);
+		if (u->completion_tokens > 0) {
+			t->billed_output_tokens += fmin(u->completion_tokens, r->price.output_tokens);
 			t->billed_output_units += billed - fg_settle_units(&gw->cm, gw->policy->agent.metering,
 									   &r->price, &prompt_only);
 		}

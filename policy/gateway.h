@@ -8,9 +8,12 @@
  * scenario tests and benchmarks call the very same functions in virtual time
  * against the simulator's engine model, so what they measure is what runs.
  *
+ *   fg_gw_exact_wanted  would the engine's own prompt count change the verdict?
  *   fg_gw_admit      priced, checked, bucket reserved, queued (or refused)
  *   fg_gw_dispatch   next request to send to the engine, if any may go
  *   fg_gw_first_token / fg_gw_output   progress (output charged as it streams)
+ *   fg_gw_prompt_known  the engine's prompt count mid-stream: limits checked again
+ *   fg_gw_learn      the tenant's calibration learns from its own usage
  *   fg_gw_finish     settled from usage, KV released
  *   fg_gw_abort      engine failure or client gone: refund what was not served
  *   fg_gw_expire     waited past the tier's max_queue_s: refund, 429
@@ -56,6 +59,11 @@ struct fg_gw_request {
 	uint64_t context_tokens;      /* prompt + max output of one choice */
 	uint64_t kv_tokens;           /* n x (prompt + max output) */
 	uint64_t prefill_tokens;
+	uint32_t prompts, n;          /* sequences: prompts x n choices */
+	int cal_model;                /* fg_cal_models index, 0 = not yet named */
+	uint64_t prompt_chars;        /* what calibration learns from */
+	double prompt_fixed;          /* framing, media, token ids: not text */
+	bool prompt_exact;            /* priced on the engine's own count */
 	bool kv_held;
 	double output_charged;        /* output tokens already charged to the fair queue */
 	double queue_charged;         /* units charged to the fair queue so far */
@@ -78,7 +86,10 @@ struct fg_gw_tenant {
 	double billed_output_units;   /* what they were billed: by their context, or flat */
 	uint32_t inflight;            /* admitted and not finished (queued + sent) */
 	uint64_t admitted, rejected, never, timed_out, settled, aborted;
-	uint64_t usage_clamped;       /* engine reported a prompt above max_context */
+	uint64_t usage_clamped;       /* engine reported a prompt above what its bytes make */
+	uint64_t cut_off;             /* streams ended when their true prompt broke a limit */
+	uint64_t exact_counts;        /* admissions decided on the engine's /tokenize count */
+	struct fg_calibration cal;    /* this tenant's chars/token, learned from its own usage */
 	uint64_t deny_until_ns;       /* what the kernel should enforce */
 };
 
@@ -90,7 +101,8 @@ struct fg_gateway {
 	struct fg_kv_ledger kv;
 	struct fg_engine_window ew;
 	struct fg_peak_meter peaks;
-	struct fg_calibration cal;
+	struct fg_cal_models models;  /* names only: every ratio is per tenant */
+	uint64_t engine_max_model_len;/* the engine's context limit, from /tokenize; 0 unknown */
 	struct fg_gw_request *live;   /* every admitted, unfinished request */
 	struct fg_gw_request *orphans_queued; /* waiting when their tenant left */
 	bool kv_caps;                 /* enforce tier kv_cap_tokens (default on) */
@@ -106,6 +118,19 @@ void fg_gw_init(struct fg_gateway *gw, const struct fg_policy *p, uint64_t step_
  * (or time out) without touching anyone's bucket. */
 void fg_gw_reload(struct fg_gateway *gw, const struct fg_policy *p, uint64_t now_ns);
 
+/* Whether asking the engine for the prompt's exact count could change what
+ * fg_gw_admit decides: the estimate lies between "certainly fits" (the most
+ * tokens its bytes can make) and a limit that refuses or routes it (tier
+ * max_context, the long-context threshold, the engine's max_model_len, the
+ * KV caps), or the bucket barely covers (or misses) the price.
+ * `cut_off_later`: a stream whose true prompt is reported with its first
+ * chunk (ended there if it breaks a limit), so only estimates within
+ * FG_EXACT_MARGIN of a limit are worth the round trip. False for shapes the
+ * engine cannot count in one call (prompt arrays) and exact prompts. */
+#define FG_EXACT_MARGIN 0.25
+bool fg_gw_exact_wanted(const struct fg_gateway *gw, uint32_t tenant, const char *model,
+			const struct fg_request_shape *shape, bool cut_off_later, uint64_t now_ns);
+
 /* Price and admit. On QUEUED or LONG_CONTEXT the request is live and must end
  * with fg_gw_finish, fg_gw_abort or fg_gw_expire; otherwise it never was. */
 struct fg_gw_decision fg_gw_admit(struct fg_gateway *gw, struct fg_gw_request *req,
@@ -117,6 +142,21 @@ void fg_gw_first_token(struct fg_gateway *gw, struct fg_gw_request *req, uint64_
 /* `completion_tokens` streamed so far (monotonic). */
 void fg_gw_output(struct fg_gateway *gw, struct fg_gw_request *req, double completion_tokens,
 		  uint64_t now_ns);
+/* The engine reported the prompt's true count while the request runs (a
+ * stream's first chunk). Its KV reservation follows the count; returns
+ * FG_GW_QUEUED (go on) or, when the true prompt breaks the tier's
+ * max_context or the tenant's KV cap, FG_GW_CONTEXT_EXCEEDED / FG_GW_KV_NEVER
+ * with the reason: the caller ends the request there (fg_gw_finish with
+ * what it used). */
+struct fg_gw_decision fg_gw_prompt_known(struct fg_gateway *gw, struct fg_gw_request *req,
+					 double prompt_tokens, uint64_t now_ns);
+/* Learn from the engine's prompt count in this request's usage: the
+ * tenant's own calibration for the model (nothing else moves it). */
+void fg_gw_learn(struct fg_gateway *gw, const struct fg_gw_request *req, const char *model,
+		 double prompt_tokens);
+/* The tenant's current chars/token for `model`. */
+double fg_gw_chars_per_token(const struct fg_gateway *gw, uint32_t tenant, const char *model);
+
 /* Returns the units billed. */
 double fg_gw_finish(struct fg_gateway *gw, struct fg_gw_request *req,
 		    const struct fg_usage *usage, uint64_t now_ns);

@@ -29,6 +29,8 @@
 #define FG_MAX_TRUSTED 16
 #define FG_HOSTPORT_MAX 64
 #define FG_PATH_MAX 256          /* file paths inside the policy, incl. NUL */
+#define FG_MAX_PASSTHROUGH 16    /* agent.passthrough entries */
+#define FG_URL_PATH_MAX 128      /* a passthrough path, incl. NUL */
 
 struct fg_model {
 	char name[64];
@@ -38,6 +40,15 @@ struct fg_model {
 	uint32_t head_dim;
 	double weight_bytes;    /* bytes per weight (1 = FP8) */
 	double kv_bytes;        /* bytes per KV element (2 = FP16/BF16) */
+	/* what admission assumes of the tokenizer before it has seen a tenant's
+	 * usage (policy/pricing.c): the prior of every tenant's chars/token, the
+	 * chat template's tokens per message and per request, and the fixed
+	 * count an image or audio part becomes (0 = the model takes none) */
+	double chars_per_token;
+	uint32_t message_tokens;
+	uint32_t reply_tokens;
+	uint32_t image_tokens;
+	uint32_t audio_tokens;
 };
 
 struct fg_replica {
@@ -101,6 +112,23 @@ enum fg_sched_policy { FG_ENGINE_FCFS = 0, FG_ENGINE_PRIORITY = 1 };
 /* How replica_time metering prices output tokens (cost_model.h). */
 enum fg_output_pricing { FG_OUTPUT_CONTEXT = 0, FG_OUTPUT_FLAT = 1 };
 
+/* HTTP methods a passthrough entry allows, one bit each. */
+enum fg_method_bit {
+	FG_M_GET = 1u << 0, FG_M_HEAD = 1u << 1, FG_M_POST = 1u << 2, FG_M_PUT = 1u << 3,
+	FG_M_PATCH = 1u << 4, FG_M_DELETE = 1u << 5, FG_M_OPTIONS = 1u << 6,
+};
+
+/* A path the proxy does not price by itself but the operator lets through
+ * (agent.passthrough), with its price: `units` per request, charged to the
+ * tenant whose key it carries (auth) or to nobody (no key asked, units 0). */
+struct fg_passthrough {
+	char path[FG_URL_PATH_MAX]; /* canonical, without the trailing '*' of a prefix */
+	bool prefix;                /* written with a trailing star: every path it begins */
+	uint32_t methods;           /* enum fg_method_bit */
+	double units;
+	int auth;                   /* 1: the request must carry a tenant key (an int: the enum decoder writes one) */
+};
+
 struct fg_agent {
 	enum fg_agent_mode mode;
 	struct fg_hostport listen;
@@ -132,6 +160,9 @@ struct fg_agent {
 	double body_timeout_s;              /* the body must arrive within, after the headers */
 	double idle_timeout_s;              /* keep-alive connection with no request */
 	double upstream_timeout_s;          /* engine silent (no byte) for this long: 504 */
+	double tokenize_timeout_s;          /* the engine's /tokenize must answer within */
+	uint32_t n_passthrough;
+	struct fg_passthrough passthrough[FG_MAX_PASSTHROUGH];
 	/* transparent mode: with no agent listener, steer lets connections
 	 * through to the engine (1, the default) or refuses them (0) */
 	int steer_fail_open;

@@ -16,6 +16,12 @@ void fg_policy_defaults(struct fg_policy *p)
 	r->model.head_dim = 128;
 	r->model.weight_bytes = 1;
 	r->model.kv_bytes = 2;
+	/* Llama 3's tokenizer on English (~4 bytes a token) and chat template:
+	 * <|start_header_id|> role <|end_header_id|> \n\n ... <|eot_id|> per
+	 * message; <|begin_of_text|> and the assistant header per request */
+	r->model.chars_per_token = 4;
+	r->model.message_tokens = 5;
+	r->model.reply_tokens = 5;
 	r->gpus = 4;
 	r->peak_flops = 1979e12;
 	r->hbm_bytes_per_s = 3.35e12;
@@ -52,5 +58,6 @@ void fg_policy_defaults(struct fg_policy *p)
 	a->body_timeout_s = 30;
 	a->idle_timeout_s = 60;
 	a->upstream_timeout_s = 600;
+	a->tokenize_timeout_s = 2;
 	a->steer_fail_open = 1;
 }

@@ -7,6 +7,8 @@
 #include <stdio.h>
 #include <string.h>
 #include "cost_model.h"
+#include "pricing.h"
+#include "request_path.h"
 #include "policy_suggest.h"
 
 #define INF INFINITY
@@ -41,6 +43,11 @@ static const struct fg_field model_fields[] = {
 	UINT("head_dim", struct fg_model, head_dim, 1, 100000, REQ),
 	DBL("weight_bytes", struct fg_model, weight_bytes, 0, 8, GT),
 	DBL("kv_bytes", struct fg_model, kv_bytes, 0, 8, GT),
+	DBL("chars_per_token", struct fg_model, chars_per_token, FG_CPT_MIN, FG_CPT_MAX, 0),
+	UINT("message_tokens", struct fg_model, message_tokens, 0, 10000, 0),
+	UINT("reply_tokens", struct fg_model, reply_tokens, 0, 10000, 0),
+	UINT("image_tokens", struct fg_model, image_tokens, 0, 1e6, 0),
+	UINT("audio_tokens", struct fg_model, audio_tokens, 0, 1e6, 0),
 };
 static const struct fg_schema model_schema = SCHEMA(model_fields);
 
@@ -379,6 +386,7 @@ static const struct fg_field timeouts_fields[] = {
 	DBL("body_s", struct fg_agent, body_timeout_s, 0, 3600, GT),
 	DBL("idle_s", struct fg_agent, idle_timeout_s, 0, 86400, GT),
 	DBL("upstream_s", struct fg_agent, upstream_timeout_s, 0, 86400, GT),
+	DBL("tokenize_s", struct fg_agent, tokenize_timeout_s, 0, 60, GT),
 };
 static const struct fg_schema timeouts_schema = SCHEMA(timeouts_fields);
 
@@ -406,6 +414,108 @@ static int decode_interfaces(struct fg_pctx *c, const struct fg_ynode *v, void *
 	return fg_decode_value(c, v, &interface_list, base, path);
 }
 
+/* agent.passthrough: paths the proxy forwards at a fixed price. */
+static int decode_pass_path(struct fg_pctx *c, const struct fg_ynode *v, void *base,
+			    const char *path)
+{
+	struct fg_passthrough *e = base;
+	char q[64];
+	const char *s, *why;
+
+	if (fg_decode_string(c, v, path, &s))
+		return -1;
+	size_t len = v->len;
+	e->prefix = len && s[len - 1] == '*';
+	if (e->prefix)
+		len--;
+	if (len >= sizeof(e->path))
+		return fg_pfail(c, v, "%s %s is longer than %zu bytes", path, fg_quote(v, q, sizeof(q)),
+				sizeof(e->path) - 1);
+	if (memchr(s, '?', len) || memchr(s, '#', len))
+		return fg_pfail(c, v, "%s %s: a path, without query or fragment", path,
+				fg_quote(v, q, sizeof(q)));
+	if ((why = fg_url_path_problem(s, len)))
+		return fg_pfail(c, v, "%s %s: %s", path, fg_quote(v, q, sizeof(q)), why);
+	if (memchr(s, '*', len))
+		return fg_pfail(c, v, "%s %s: '*' may only end a path (a prefix)", path,
+				fg_quote(v, q, sizeof(q)));
+	if (!e->prefix && fg_route_is_builtin(s, len))
+		return fg_pfail(c, v, "%s %s is an endpoint fairgate prices itself; it cannot be listed under agent.passthrough",
+				path, fg_quote(v, q, sizeof(q)));
+	memcpy(e->path, s, len);
+	e->path[len] = 0;
+	return 0;
+}
+
+static int decode_pass_methods(struct fg_pctx *c, const struct fg_ynode *v, void *base,
+			       const char *path)
+{
+	struct fg_passthrough *e = base;
+	char item[FG_PATH_TEXT], q[64];
+	const char *s;
+
+	if (fg_expect(c, v, FG_Y_SEQ, path))
+		return -1;
+	if (!v->n)
+		return fg_pfail(c, v, "%s must name at least one method", path);
+	for (size_t i = 0; i < v->n; i++) {
+		fg_path(item, sizeof(item), "%s[%zu]", path, i);
+		if (fg_decode_string(c, v->items[i], item, &s))
+			return -1;
+		uint32_t bit = fg_method_bit(s, v->items[i]->len);
+		if (!bit)
+			return fg_pfail(c, v->items[i], "%s %s is not a method (GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS)",
+					item, fg_quote(v->items[i], q, sizeof(q)));
+		if (e->methods & bit)
+			return fg_pfail(c, v->items[i], "%s: %s is listed twice", item, s);
+		e->methods |= bit;
+	}
+	return 0;
+}
+
+
+enum { PASS_UNITS = 2, PASS_AUTH = 3 };
+static const struct fg_field pass_fields[] = {
+	CUSTOM("path", decode_pass_path, REQ),
+	CUSTOM("methods", decode_pass_methods, REQ),
+	[PASS_UNITS] = DBL("units", struct fg_passthrough, units, 0, 1e9, REQ),
+	[PASS_AUTH] = ENUM("auth", struct fg_passthrough, auth, booleans),
+};
+static const struct fg_schema pass_schema = SCHEMA(pass_fields);
+
+static int decode_passthrough(struct fg_pctx *c, const struct fg_ynode *v, void *base,
+			      const char *path)
+{
+	struct fg_agent *a = base;
+	char sub[FG_PATH_TEXT];
+
+	if (fg_expect(c, v, FG_Y_SEQ, path))
+		return -1;
+	if (v->n > FG_MAX_PASSTHROUGH)
+		return fg_pfail(c, v->items[FG_MAX_PASSTHROUGH], "%s has more than %d entries", path,
+				FG_MAX_PASSTHROUGH);
+	for (size_t i = 0; i < v->n; i++) {
+		struct fg_passthrough *e = &a->passthrough[i];
+		const struct fg_ynode *m = v->items[i];
+		uint64_t seen = 0;
+		fg_path(sub, sizeof(sub), "%s[%zu]", path, i);
+		memset(e, 0, sizeof(*e));
+		e->auth = true;
+		if (fg_decode_map(c, m, &pass_schema, e, sub, &seen))
+			return -1;
+		if (!e->auth && e->units > 0)
+			return fg_pfail(c, fg_ymap_get(m, "units"),
+					"%s: units %g on a path without auth: nobody could be charged (set auth: true or units: 0)",
+					sub, e->units);
+		for (size_t j = 0; j < i; j++)
+			if (a->passthrough[j].prefix == e->prefix && !strcmp(a->passthrough[j].path, e->path))
+				return fg_pfail(c, fg_ymap_get(m, "path"), "%s: path %s%s is listed twice",
+						sub, e->path, e->prefix ? "*" : "");
+		a->n_passthrough = (uint32_t)i + 1;
+	}
+	return 0;
+}
+
 static const struct fg_field agent_fields[] = {
 	ENUM("mode", struct fg_agent, mode, agent_modes),
 	STR("listen", FG_K_HOSTPORT, struct fg_agent, listen, 0),
@@ -428,6 +538,7 @@ static const struct fg_field agent_fields[] = {
 	STR("salt_secret_file", FG_K_PATH, struct fg_agent, salt_secret_file, 0),
 	SUB("timeouts", 0, timeouts_schema, 0),
 	ENUM("steer_fail_open", struct fg_agent, steer_fail_open, booleans),
+	CUSTOM("passthrough", decode_passthrough, 0),
 };
 static const struct fg_schema agent_schema = SCHEMA(agent_fields);
 

@@ -4,3 +4,4 @@ TEST_LIB_SRCS += selftests/bpf/gate_fixture.c
 # fg-tcpprobe: TCP connects that tell refused from timed out (e2e datapath tests)
 TOOLS += selftests/tools/fg-tcpprobe.c
 TEST_SCRIPTS += $(sort $(wildcard selftests/e2e/*.sh))
+TOOLS += selftests/tools/fg-fake-engine.c

@@ -3,8 +3,9 @@
  * reaches the engine: libhttp-parser driving the proxy's header collector
  * (agent/http_headers.c, which must cope with names and values split
  * across reads), the API of the request line, the tenant's credential
- * (agent/identity.c), and for inference calls the body parse, price and
- * rewrite (agent/http_request.c) — pipelined requests included.
+ * (agent/identity.c), the route the target names (policy/request_path.c),
+ * and for inference calls the body parse, price, rewrite and the /tokenize
+ * body (agent/http_request.c) — pipelined requests included.
  *
  * The input is fed in chunks whose sizes come from its first byte, the way
  * recv() splits a stream, into the proxy's own parser callbacks
@@ -12,9 +13,11 @@
  * harness plays the proxy's read loop around them. Invariants: every
  * header and the URL lie inside the collected
  * buffer, names and values concatenate to what was on the wire, a bearer
- * token is a non-empty blank-free slice of its header, and an inference
+ * token is a non-empty blank-free slice of its header, a routed path is
+ * canonical (no percent-encoding, dot or empty segments), and an inference
  * body that parses is forwarded as a JSON object carrying the injected
- * salt. */
+ * salt and the output cap (once, as its API names it), with a /tokenize
+ * body, when there is one, that is a JSON object too. */
 #include <http_parser.h>
 #include <jansson.h>
 #include <limits.h>
@@ -69,16 +72,60 @@ static void check_identity(const struct fg_hdrs *h)
 	(void)fg_hdrs_get(h, "expect", &len);
 }
 
+static struct fg_agent agent; /* with a passthrough entry, set up once */
+
+static void check_route(const char *url, size_t len, const struct fg_route *r)
+{
+	const char *q = memchr(url, '?', len);
+	size_t plen = q ? (size_t)(q - url) : len;
+
+	FUZZ_CHECK(r->path_len == plen, "path length %zu, want %zu", r->path_len, plen);
+	FUZZ_CHECK(plen && url[0] == '/', "a routed path that does not start with '/'");
+	FUZZ_CHECK(!memchr(url, '%', plen) && !memmem(url, plen, "//", 2),
+		   "a routed path with %% or //: %.*s", (int)plen, url);
+	FUZZ_CHECK(!memmem(url, plen, "/./", 3) && !memmem(url, plen, "/../", 4) &&
+			   !(plen >= 2 && !memcmp(url + plen - 2, "/.", 2)) &&
+			   !(plen >= 3 && !memcmp(url + plen - 3, "/..", 3)),
+		   "a routed path with a dot segment: %.*s", (int)plen, url);
+	FUZZ_CHECK(r->api != FG_API_PASSTHROUGH || r->pass, "passthrough without its entry");
+}
+
+static void check_forwarded(const struct fg_req_info *info, const char *fwd, size_t n,
+			    uint64_t cap)
+{
+	json_t *out = json_loadb(fwd, n, JSON_REJECT_DUPLICATES, NULL);
+	FUZZ_CHECK(json_is_object(out), "forwarded body is not a JSON object: %.*s",
+		   (int)(n < 300 ? n : 300), fwd);
+	FUZZ_CHECK(!strcmp(json_string_value(json_object_get(out, "cache_salt")) ?: "", SALT),
+		   "salt not injected");
+	const char *cap_key = info->api == FG_API_RESPONSES ? "max_output_tokens" : "max_tokens";
+	if (cap)
+		FUZZ_CHECK(json_integer_value(json_object_get(out, cap_key)) == (json_int_t)cap,
+		   "%s is not the reserved cap %llu", cap_key, (unsigned long long)cap);
+	if (cap && info->api == FG_API_CHAT)
+		FUZZ_CHECK(json_integer_value(json_object_get(out, "max_completion_tokens")) ==
+				   (json_int_t)cap,
+			   "max_completion_tokens is not the reserved cap");
+	json_decref(out);
+}
+
 static void handle(struct fg_exchange *c, int method, bool stream_rewrite)
 {
 	const char *url = c->hdrs.raw.data + c->url;
-	enum fg_api api;
+	const char *name = http_method_str((enum http_method)method), *why;
+	struct fg_route route;
 
 	FUZZ_CHECK((size_t)c->url + c->url_len <= c->hdrs.raw.len, "URL outside the buffer");
 	check_headers(&c->hdrs);
 	check_identity(&c->hdrs);
-	api = fg_api_of(method, c->url_len ? url : "", c->url_len);
-	if (api == FG_API_NONE || api == FG_API_OTHER_BODY)
+	if (!c->url_len)
+		return;
+	if (fg_route_target(&agent, fg_method_bit(name, strlen(name)), url, c->url_len, &route,
+			    &why) != FG_ROUTE_OK)
+		return;
+	check_route(url, c->url_len, &route);
+	enum fg_api api = route.api;
+	if (api == FG_API_NONE)
 		return;
 
 	struct fg_req_info info;
@@ -89,19 +136,26 @@ static void handle(struct fg_exchange *c, int method, bool stream_rewrite)
 		FUZZ_CHECK(msg[0], "refusal without a message");
 		return;
 	}
-	struct fg_rewrite rw = { .cache_salt = SALT, .force_usage = info.stream || stream_rewrite };
+	bool inference = api == FG_API_CHAT || api == FG_API_COMPLETIONS || api == FG_API_RESPONSES;
+	uint64_t cap = inference ? 1 + (info.shape.max_tokens % 4096) : 0;
+	struct fg_rewrite rw = { .cache_salt = SALT, .force_usage = info.stream || stream_rewrite,
+				 .max_tokens = cap };
 	size_t n = 0;
 	char *fwd = fg_request_forward_body(&info, fg_buf_head(&c->body), fg_buf_used(&c->body), &rw,
 					    &n);
-	if (fwd) {
-		json_t *out = json_loadb(fwd, n, JSON_REJECT_DUPLICATES, NULL);
-		FUZZ_CHECK(json_is_object(out), "forwarded body is not a JSON object: %.*s",
-			   (int)(n < 300 ? n : 300), fwd);
-		FUZZ_CHECK(!strcmp(json_string_value(json_object_get(out, "cache_salt")) ?: "", SALT),
-			   "salt not injected");
-		json_decref(out);
-	}
+	if (fwd)
+		check_forwarded(&info, fwd, n, cap);
 	free(fwd);
+	char *tok = fg_tokenize_body(&info, fg_buf_head(&c->body), fg_buf_used(&c->body), &n);
+	if (tok) {
+		json_t *t = json_loadb(tok, n, 0, NULL);
+		/* responses input items are copied as messages: any JSON the
+		 * client sent stays JSON */
+		FUZZ_CHECK(json_is_object(t), "the /tokenize body is not a JSON object: %.*s",
+			   (int)(n < 300 ? n : 300), tok);
+		json_decref(t);
+	}
+	free(tok);
 }
 
 /* What the proxy's exchange_reset leaves for the next pipelined request. */
@@ -125,6 +179,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	size_t off = 0;
 
 	FUZZ_CHECK(c, "out of memory");
+	if (!agent.n_passthrough) {
+		agent.n_passthrough = 1;
+		strcpy(agent.passthrough[0].path, "/v1/audio/");
+		agent.passthrough[0].prefix = true;
+		agent.passthrough[0].methods = FG_M_POST;
+		agent.passthrough[0].units = 10;
+		agent.passthrough[0].auth = 1;
+	}
 	x = &c->x;
 	px.max_body = MAX_BODY;
 	px.header_ns = px.body_ns = 10ull * 1000000000ull;

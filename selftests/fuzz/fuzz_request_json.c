@@ -2,8 +2,8 @@
  * handling (agent/http_request.c) — parse and validate, price, and build
  * the body forwarded to the engine — on arbitrary bytes.
  *
- * The first input byte picks the API and the rewrite (salt or none,
- * forced include_usage, priority); the rest is the body. Invariants: a
+ * The first two input bytes pick the API and the rewrite (salt or none,
+ * forced usage, priority, an output cap); the rest is the body. Invariants: a
  * refusal has a message and goes out as an OpenAI error (whatever bytes
  * the message quotes); the agent's streaming validator and a full jansson
  * parse (with duplicate keys refused) agree on which bodies are JSON
@@ -11,9 +11,11 @@
  * non-negative numbers; the forwarded body is one JSON object without
  * duplicate keys whose cache_salt is exactly the injected one (or absent),
  * whose priority is the tier's (or absent: a client's never passes), with
- * stream_options.include_usage true when forced (a client's
- * "stream_options": null then becomes {"include_usage": true}), and every
- * other member the client sent unchanged. */
+ * stream_options.include_usage and .continuous_usage_stats true when
+ * forced (a client's "stream_options": null then becomes an object of
+ * those two), the output cap written once under each name its API reads,
+ * and every other member the client sent unchanged. A /tokenize body, when
+ * the shape has one, is a JSON object. */
 #include <jansson.h>
 #include <math.h>
 #include <stdlib.h>
@@ -33,24 +35,29 @@ static const char *const salts[] = {
 
 static struct fg_cost_model cm;
 static struct fg_calibration cal;
+static struct fg_policy pol;
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
-	static struct fg_policy p;
-
 	(void)argc;
 	(void)argv;
-	fg_policy_defaults(&p);
-	fg_cost_model_init(&cm, &p.replica);
+	fg_policy_defaults(&pol);
+	pol.replica.model.image_tokens = 576;
+	fg_cost_model_init(&cm, &pol.replica);
 	fg_calibration_init(&cal);
 	return 0;
 }
 
 static void check_price(const struct fg_req_info *info)
 {
+	struct fg_prompt_est est = fg_estimate_prompt(&pol.replica.model,
+						      fg_chars_per_token(&cal, 1, 4.0), &info->shape);
+	FUZZ_CHECK(est.tokens_safe >= est.tokens && est.tokens_max >= est.tokens_safe - 1e-9 &&
+			   est.longest_max >= est.longest_safe - 1e-9,
+		   "estimates out of order: %g %g %g", est.tokens, est.tokens_safe, est.tokens_max);
 	for (int mode = FG_METER_REPLICA_TIME; mode <= FG_METER_REQUESTS; mode++) {
-		struct fg_price pr = fg_price_request(&cm, (enum fg_metering)mode, &cal, info->model,
-						      &info->shape, 256);
+		struct fg_price pr = fg_price_request(&cm, (enum fg_metering)mode, &est, &info->shape,
+						      256, 32768);
 		FUZZ_CHECK(isfinite(pr.units) && pr.units >= 0, "units %g (mode %d)", pr.units, mode);
 		FUZZ_CHECK(isfinite(pr.prompt_tokens) && pr.prompt_tokens >= 0, "prompt %g",
 			   pr.prompt_tokens);
@@ -77,29 +84,41 @@ static void check_refusal(const char *msg, const char *param)
 	fg_buf_free(&b);
 }
 
-/* Every member of the client's object except those the rewrite owns. */
-static void check_members_kept(const json_t *in, const json_t *out, bool forced_usage)
+static bool cap_name(const struct fg_req_info *info, const char *k)
 {
+	if (info->api == FG_API_RESPONSES)
+		return !strcmp(k, "max_output_tokens");
+	return !strcmp(k, "max_tokens") ||
+	       (info->api == FG_API_CHAT && !strcmp(k, "max_completion_tokens"));
+}
+
+/* Every member of the client's object except those the rewrite owns. */
+static void check_members_kept(const struct fg_req_info *info, const json_t *in,
+			       const json_t *out, const struct fg_rewrite *rw)
+{
+	bool forced_usage = rw->force_usage;
 	const char *k;
 	json_t *v;
 
 	json_object_foreach((json_t *)in, k, v) {
 		if (!strcmp(k, "cache_salt") || !strcmp(k, "priority"))
 			continue;
+		if (rw->max_tokens && cap_name(info, k))
+			continue;
 		const json_t *o = json_object_get(out, k);
 		FUZZ_CHECK(o, "member '%s' lost", k);
 		/* "stream_options": null says nothing: forced, it becomes the
 		 * object that carries include_usage, as if it were absent */
 		if (forced_usage && !strcmp(k, "stream_options") && json_is_null(v)) {
-			FUZZ_CHECK(json_is_object(o) && json_object_size(o) == 1,
-				   "stream_options: null not replaced by {\"include_usage\": true}");
+			FUZZ_CHECK(json_is_object(o) && json_object_size(o) == 2,
+				   "stream_options: null not replaced by the forced usage options");
 			continue;
 		}
 		if (forced_usage && !strcmp(k, "stream_options") && json_is_object(v)) {
 			const char *k2;
 			json_t *v2;
 			json_object_foreach(v, k2, v2)
-				if (strcmp(k2, "include_usage"))
+				if (strcmp(k2, "include_usage") && strcmp(k2, "continuous_usage_stats"))
 					FUZZ_CHECK(json_equal(v2, json_object_get(o, k2)),
 						   "stream_options.%s changed", k2);
 			continue;
@@ -108,8 +127,8 @@ static void check_members_kept(const json_t *in, const json_t *out, bool forced_
 	}
 }
 
-static void check_forward(const json_t *client, const char *fwd, size_t fwd_len,
-			  const struct fg_rewrite *rw)
+static void check_forward(const struct fg_req_info *info, const json_t *client, const char *fwd,
+			  size_t fwd_len, const struct fg_rewrite *rw)
 {
 	json_error_t jerr;
 	json_t *out = json_loadb(fwd, fwd_len, JSON_REJECT_DUPLICATES, &jerr);
@@ -136,23 +155,38 @@ static void check_forward(const json_t *client, const char *fwd, size_t fwd_len,
 	if (rw->force_usage) {
 		const json_t *iu = json_object_get(json_object_get(out, "stream_options"),
 						   "include_usage");
+		const json_t *cus = json_object_get(json_object_get(out, "stream_options"),
+						    "continuous_usage_stats");
 		FUZZ_CHECK(json_is_true(iu), "include_usage not forced on");
+		FUZZ_CHECK(json_is_true(cus), "continuous_usage_stats not forced on");
 	}
-	check_members_kept(client, out, rw->force_usage);
+	if (rw->max_tokens) {
+		const char *names[] = { "max_tokens", "max_completion_tokens", "max_output_tokens" };
+		for (int i = 0; i < 3; i++)
+			if (cap_name(info, names[i]))
+				FUZZ_CHECK(json_integer_value(json_object_get(out, names[i])) ==
+						   (json_int_t)rw->max_tokens,
+					   "%s is not the reserved cap", names[i]);
+	}
+	check_members_kept(info, client, out, rw);
 	json_decref(out);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	static const enum fg_api apis[] = { FG_API_CHAT, FG_API_COMPLETIONS, FG_API_EMBEDDINGS,
-					    FG_API_OTHER_BODY };
-	uint8_t opt = fuzz_take_byte(&data, &size);
-	enum fg_api api = apis[opt & 3];
+					    FG_API_RESPONSES, FG_API_TOKENIZE, FG_API_DETOKENIZE,
+					    FG_API_PASSTHROUGH, FG_API_CHAT };
+	uint8_t opt = fuzz_take_byte(&data, &size), opt2 = fuzz_take_byte(&data, &size);
+	enum fg_api api = apis[opt & 7];
 	struct fg_rewrite rw = {
-		.cache_salt = opt & 4 ? NULL : salts[(opt >> 3) & 1],
-		.force_usage = opt & 16,
-		.set_priority = opt & 32,
-		.priority = opt & 64 ? -7 : 3,
+		.cache_salt = opt & 8 ? NULL : salts[(opt >> 4) & 1],
+		.force_usage = opt & 32,
+		.set_priority = opt & 64,
+		.priority = opt & 128 ? -7 : 3,
+		/* the proxy writes a cap only for the APIs that generate */
+		.max_tokens = api == FG_API_CHAT || api == FG_API_COMPLETIONS || api == FG_API_RESPONSES
+				      ? opt2 : 0,
 	};
 	struct fg_req_info info;
 	char msg[384];
@@ -178,14 +212,24 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	}
 	FUZZ_CHECK(json_is_object(client), "accepted what is not a JSON object (without duplicate keys)");
 	FUZZ_CHECK(memchr(info.model, 0, sizeof(info.model)), "model not terminated");
-	FUZZ_CHECK(info.shape.n >= 1 && info.shape.n <= 128, "n %u", info.shape.n);
+	FUZZ_CHECK(info.shape.n <= 128, "n %u", info.shape.n);
+	if (api == FG_API_CHAT || api == FG_API_COMPLETIONS || api == FG_API_RESPONSES)
+		FUZZ_CHECK(info.shape.n >= 1, "n %u", info.shape.n);
 	check_price(&info);
 
 	size_t fwd_len = 0;
 	char *fwd = fg_request_forward_body(&info, body, size, &rw, &fwd_len);
 	if (fwd && client)
-		check_forward(client, fwd, fwd_len, &rw);
+		check_forward(&info, client, fwd, fwd_len, &rw);
 	free(fwd);
+	char *tok = fg_tokenize_body(&info, body, size, &fwd_len);
+	if (tok) {
+		json_t *t = json_loadb(tok, fwd_len, 0, NULL);
+		FUZZ_CHECK(json_is_object(t), "the /tokenize body is not a JSON object: %.*s",
+			   (int)(fwd_len < 300 ? fwd_len : 300), tok);
+		json_decref(t);
+	}
+	free(tok);
 	json_decref(client);
 	free(body);
 	return 0;

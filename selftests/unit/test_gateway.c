@@ -108,14 +108,16 @@ static void admit_price_and_settle_refund(void **state)
 	assert_int_equal(gw->t[0].inflight, 0);
 	assert_null(gw->live);
 
-	/* an engine that reports an impossible prompt is not believed past the
-	 * tier's max_context (premium: 131072) */
+	/* an engine that reports an impossible prompt is not believed past what
+	 * the request's 8,000 bytes can make */
 	assert_int_equal(fg_gw_admit(gw, &r, 0, "m", &s, 4 * MS).outcome, FG_GW_QUEUED);
+	assert_true(fabs(r.price.prompt_ceiling - (8000 + FG_PROMPT_SLACK)) < 1e-9);
 	assert_ptr_equal(fg_gw_dispatch(gw, 4 * MS), &r);
 	struct fg_usage liar = { .prompt_tokens = 1e9, .completion_tokens = 100 };
 	billed = fg_gw_finish(gw, &r, &liar, 5 * MS);
-	/* ... and its output is priced from that context: 99 steps at t(131,122) */
-	assert_true(fabs(billed - 143096.835) < 1e-3);
+	/* ... and its output is priced from that context: 99 steps from 8,033 */
+	assert_true(fabs(billed - (8000 + FG_PROMPT_SLACK +
+				   fg_output_units(&gw->cm, 8000 + FG_PROMPT_SLACK, 100, 1))) < 1e-6);
 	assert_int_equal(gw->t[0].usage_clamped, 1);
 }
 
@@ -409,10 +411,152 @@ static void overload_sheds_lowest_tiers_first(void **state)
 	fg_gw_abort(gw, &b, 0);
 }
 
+/* One tenant feeds text that tokenizes at 16 chars/token (as repeated
+ * characters do) for a long time, then sends a prompt of dense text: the
+ * other tenant's estimates, caps and prices do not move at all, and the
+ * poisoner's own ratio stays within twice the prior. */
+static void no_tenant_moves_another_s_estimate(void **state)
+{
+	struct fixture *f = *state;
+	struct fg_gateway *gw = &f->gw;
+	struct fg_gw_request a, b_before, b_after;
+	struct fg_request_shape s = shape(4 * 20000, 500, 1);
+
+	assert_int_equal(fg_gw_admit(gw, &b_before, 1, "m", &s, 0).outcome, FG_GW_QUEUED);
+	fg_gw_abort(gw, &b_before, 0);
+	for (int i = 0; i < 500; i++) {
+		struct fg_request_shape p = shape(16000, 10, 1);
+		assert_int_equal(fg_gw_admit(gw, &a, 0, "m", &p, 0).outcome, FG_GW_QUEUED);
+		fg_gw_learn(gw, &a, "m", 1000); /* the engine counted 1,000 tokens */
+		fg_gw_abort(gw, &a, 0);
+	}
+	double poisoned = fg_gw_chars_per_token(gw, 0, "m");
+	assert_true(fabs(poisoned - 4.0 * FG_CPT_OVER_PRIOR) < 1e-3);
+	assert_true(fabs(fg_gw_chars_per_token(gw, 1, "m") - 4.0) < 1e-9);
+	assert_int_equal(fg_gw_admit(gw, &b_after, 1, "m", &s, 0).outcome, FG_GW_QUEUED);
+	assert_true(b_after.price.units == b_before.price.units);
+	assert_true(b_after.kv_tokens == b_before.kv_tokens);
+	assert_true(b_after.context_tokens == b_before.context_tokens);
+	fg_gw_abort(gw, &b_after, 0);
+	/* the poisoner's own limits are still judged at the prior's count:
+	 * 160,000 chars are 20,000 tokens at its ratio of 8 but 40,000 at the
+	 * prior's 4, above the 32K long-context threshold (no pool here) */
+	struct fg_request_shape dense = shape(4 * 40000, 100, 1);
+	struct fg_gw_decision d = fg_gw_admit(gw, &a, 0, "m", &dense, 0);
+	assert_int_equal(d.outcome, FG_GW_NO_LONG_POOL);
+	/* its reservation is cheaper (its own ratio) but not below half */
+	struct fg_gw_request cheap;
+	struct fg_request_shape p = shape(16000, 10, 1);
+	assert_int_equal(fg_gw_admit(gw, &cheap, 0, "m", &p, 0).outcome, FG_GW_QUEUED);
+	assert_true(fabs(cheap.price.prompt_tokens - 16000 / poisoned) < 1);
+	assert_true(cheap.kv_tokens >= 4000 + 10); /* KV at the prior's count */
+	fg_gw_abort(gw, &cheap, 0);
+	/* and a dense prompt's true count settles at what the engine says */
+	struct fg_request_shape mid = shape(4 * 5000, 10, 1);
+	assert_int_equal(fg_gw_admit(gw, &a, 0, "m", &mid, 0).outcome, FG_GW_QUEUED);
+	assert_ptr_equal(fg_gw_dispatch(gw, 1), &a);
+	struct fg_usage u = { .prompt_tokens = 20000, .completion_tokens = 10 };
+	double billed = fg_gw_finish(gw, &a, &u, 2);
+	assert_true(fabs(billed - (20000 + 10 * gw->cm.output_weight)) < 1e-6);
+}
+
+static void exact_counts_are_asked_near_limits_only(void **state)
+{
+	struct fixture *f = *state;
+	struct fg_gateway *gw = &f->gw;
+	/* globex: standard tier, max_context 32768 */
+	struct fg_request_shape small = shape(4000, 256, 1);
+	struct fg_request_shape mid = shape(4 * 12000, 256, 1);  /* ~12K tokens, bytes say 48K */
+	struct fg_request_shape near = shape(4 * 30000, 256, 1); /* ~30K: near 32K */
+	struct fg_request_shape many = shape(4 * 30000, 256, 1);
+
+	assert_false(fg_gw_exact_wanted(gw, 1, "m", &small, false, 0));
+	assert_false(fg_gw_exact_wanted(gw, 1, "m", &small, true, 0));
+	/* a non-stream whose bytes could make more than the limit: asked */
+	assert_true(fg_gw_exact_wanted(gw, 1, "m", &mid, false, 0));
+	/* a stream far from it goes: its first chunk tells */
+	assert_false(fg_gw_exact_wanted(gw, 1, "m", &mid, true, 0));
+	assert_true(fg_gw_exact_wanted(gw, 1, "m", &near, true, 0));
+	/* what one call cannot count, or is exact already */
+	many.prompts = 2;
+	assert_false(fg_gw_exact_wanted(gw, 1, "m", &many, false, 0));
+	near.exact_prompt_tokens = 30000;
+	assert_false(fg_gw_exact_wanted(gw, 1, "m", &near, false, 0));
+	struct fg_request_shape ids = { .prompt_token_ids = 31000, .n = 1, .max_tokens = 256 };
+	assert_false(fg_gw_exact_wanted(gw, 1, "m", &ids, false, 0));
+	/* the exact count decides: 30,000 + 256 fits, 32,600 + 256 does not */
+	struct fg_gw_request r;
+	assert_int_equal(fg_gw_admit(gw, &r, 1, "m", &near, 0).outcome, FG_GW_QUEUED);
+	assert_true(r.prompt_exact);
+	assert_int_equal(gw->t[1].exact_counts, 1);
+	fg_gw_abort(gw, &r, 0);
+	near.exact_prompt_tokens = 32600;
+	assert_int_equal(fg_gw_admit(gw, &r, 1, "m", &near, 0).outcome, FG_GW_CONTEXT_EXCEEDED);
+	/* the engine's own max_model_len, once /tokenize told it */
+	gw->engine_max_model_len = 8192;
+	struct fg_request_shape nine = shape(4 * 9000, 10, 1);
+	nine.exact_prompt_tokens = 9000;
+	struct fg_gw_decision d = fg_gw_admit(gw, &r, 0, "m", &nine, 0);
+	assert_int_equal(d.outcome, FG_GW_CONTEXT_EXCEEDED);
+	assert_non_null(strstr(d.reason, "engine's maximum context length of 8192"));
+	/* no cap named: the output reservation is what the context leaves */
+	struct fg_request_shape nocap = shape(4 * 8000, 0, 1);
+	nocap.exact_prompt_tokens = 8000;
+	assert_int_equal(fg_gw_admit(gw, &r, 0, "m", &nocap, 0).outcome, FG_GW_QUEUED);
+	assert_int_equal(r.price.per_choice, 192);
+	fg_gw_abort(gw, &r, 0);
+}
+
+/* A stream's first chunk tells the true prompt: over max_context or the KV
+ * cap it is ended; otherwise its KV reservation follows the count. */
+static void the_true_prompt_is_checked_again(void **state)
+{
+	struct fixture *f = *state;
+	struct fg_gateway *gw = &f->gw;
+	struct fg_gw_request r;
+	struct fg_request_shape s = shape(4 * 1000, 100, 2); /* ~1,000 tokens, 2 choices */
+
+	assert_int_equal(fg_gw_admit(gw, &r, 1, "m", &s, 0).outcome, FG_GW_QUEUED);
+	assert_ptr_equal(fg_gw_dispatch(gw, 1), &r);
+	uint64_t held = gw->kv.reserved[1];
+	/* fewer tokens than thought: the reservation shrinks */
+	struct fg_gw_decision d = fg_gw_prompt_known(gw, &r, 800, 2);
+	assert_int_equal(d.outcome, FG_GW_QUEUED);
+	assert_int_equal(gw->kv.reserved[1], 2 * (800 + 100));
+	assert_true(gw->kv.reserved[1] < held);
+	/* more, still within the limits: it grows */
+	d = fg_gw_prompt_known(gw, &r, 3000, 3);
+	assert_int_equal(d.outcome, FG_GW_QUEUED);
+	assert_int_equal(gw->kv.reserved[1], 2 * (3000 + 100));
+	/* beyond max_context (32,768): ended, billed what it used */
+	d = fg_gw_prompt_known(gw, &r, 40000, 4);
+	assert_int_equal(d.outcome, FG_GW_CONTEXT_EXCEEDED);
+	assert_non_null(strstr(d.reason, "as the engine counts it"));
+	assert_int_equal(gw->t[1].cut_off, 1);
+	struct fg_usage u = { .prompt_tokens = 40000 };
+	double billed = fg_gw_finish(gw, &r, &u, 5);
+	assert_true(billed > 0);
+	assert_int_equal(gw->kv.reserved[1], 0);
+	/* within max_context but n x (prompt + out) above the tenant's KV cap */
+	struct fg_request_shape w = shape(4 * 1000, 1000, 8);
+	assert_int_equal(fg_gw_admit(gw, &r, 1, "m", &w, 10).outcome, FG_GW_QUEUED);
+	assert_ptr_equal(fg_gw_dispatch(gw, 11), &r);
+	d = fg_gw_prompt_known(gw, &r, 20000, 12); /* 8 x 21,000 = 168,000 > 131,072 */
+	assert_int_equal(d.outcome, FG_GW_KV_NEVER);
+	assert_non_null(strstr(d.reason, "per-tenant KV cap"));
+	fg_gw_finish(gw, &r, &(struct fg_usage){ .prompt_tokens = 20000 }, 13);
+	assert_int_equal(gw->kv.reserved[1], 0);
+	assert_int_equal(gw->kv.node_reserved, 0);
+	assert_null(gw->live);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(admit_price_and_settle_refund, setup, teardown),
+		cmocka_unit_test_setup_teardown(no_tenant_moves_another_s_estimate, setup, teardown),
+		cmocka_unit_test_setup_teardown(exact_counts_are_asked_near_limits_only, setup, teardown),
+		cmocka_unit_test_setup_teardown(the_true_prompt_is_checked_again, setup, teardown),
 		cmocka_unit_test_setup_teardown(refusals_say_why, setup, teardown),
 		cmocka_unit_test_setup_teardown(retry_after_from_refill, setup, teardown),
 		cmocka_unit_test_setup_teardown(kv_cap_makes_tenant_wait_not_others, setup, teardown),

@@ -366,6 +366,34 @@ static void test_defaults(void **state)
 	assert_int_equal(p->agent.output_pricing, FG_OUTPUT_FLAT);
 	assert_parses("tiers: {std: {}}\ntenants: []\nagent: {output_pricing: context}\n", p);
 	assert_int_equal(p->agent.output_pricing, FG_OUTPUT_CONTEXT);
+	/* what admission assumes of the tokenizer, and paths let through */
+	assert_true(p->replica.model.chars_per_token == 4);
+	assert_int_equal(p->replica.model.message_tokens, 5);
+	assert_int_equal(p->replica.model.image_tokens, 0);
+	assert_true(p->agent.tokenize_timeout_s == 2);
+	assert_int_equal(p->agent.n_passthrough, 0);
+	assert_parses("replica:\n  model: {name: m, params: 8e9, layers: 32, kv_heads: 8, head_dim: 128,"
+		      " chars_per_token: 3.5, message_tokens: 4, reply_tokens: 3, image_tokens: 576,"
+		      " audio_tokens: 750}\n"
+		      "tiers: {std: {kv_cap_tokens: 100000}}\ntenants: []\n"
+		      "agent:\n  timeouts: {tokenize_s: 0.5}\n  passthrough:\n"
+		      "    - {path: /v1/audio/transcriptions, methods: [POST], units: 400}\n"
+		      "    - {path: '/pooling*', methods: [POST, GET], units: 50, auth: true}\n"
+		      "    - {path: /server_info, methods: [GET], units: 0, auth: false}\n", p);
+	assert_true(p->replica.model.chars_per_token == 3.5);
+	assert_int_equal(p->replica.model.reply_tokens, 3);
+	assert_int_equal(p->replica.model.image_tokens, 576);
+	assert_int_equal(p->replica.model.audio_tokens, 750);
+	assert_true(p->agent.tokenize_timeout_s == 0.5);
+	assert_int_equal(p->agent.n_passthrough, 3);
+	assert_string_equal(p->agent.passthrough[0].path, "/v1/audio/transcriptions");
+	assert_false(p->agent.passthrough[0].prefix);
+	assert_int_equal(p->agent.passthrough[0].auth, 1); /* the default */
+	assert_true(p->agent.passthrough[0].units == 400);
+	assert_string_equal(p->agent.passthrough[1].path, "/pooling");
+	assert_true(p->agent.passthrough[1].prefix);
+	assert_int_equal(p->agent.passthrough[1].methods, FG_M_POST | FG_M_GET);
+	assert_int_equal(p->agent.passthrough[2].auth, 0);
 	free(p);
 	free(d);
 }
@@ -485,6 +513,24 @@ static const struct bad_case bad_cases[] = {
 	{ T1 "agent:\n  salt_secret_file: salt.key\n", 0, 6, 21, "agent.salt_secret_file must be an absolute path" },
 	{ T1 "agent: [front]\n", 0, 5, 8, "agent must be a mapping, got a list" },
 	{ T1 "agent:\n  timeouts: {header_s: 0}\n", 0, 6, 24, "agent.timeouts.header_s must be in (0, 3600], got 0" },
+	{ T1 "agent:\n  timeouts: {tokenize_s: 90}\n", 0, 6, 26, "agent.timeouts.tokenize_s must be in (0, 60]" },
+	/* agent.passthrough */
+	{ T1 "agent:\n  passthrough: [{path: /x, methods: [GET]}]\n", 0, 6, 17, "agent.passthrough[0] is missing required key 'units'" },
+	{ T1 "agent:\n  passthrough: [{path: /v1/chat/completions, methods: [POST], units: 1}]\n", 0, 6, 24, "is an endpoint fairgate prices itself" },
+	{ T1 "agent:\n  passthrough: [{path: /v1//x, methods: [POST], units: 1}]\n", 0, 6, 24, "empty path segments" },
+	{ T1 "agent:\n  passthrough: [{path: '/a/../b', methods: [POST], units: 1}]\n", 0, 6, 24, "dot segments" },
+	{ T1 "agent:\n  passthrough: [{path: '/a%2Fb', methods: [POST], units: 1}]\n", 0, 6, 24, "percent-encoded" },
+	{ T1 "agent:\n  passthrough: [{path: '/a?x=1', methods: [POST], units: 1}]\n", 0, 6, 24, "without query" },
+	{ T1 "agent:\n  passthrough: [{path: '/a*/b', methods: [POST], units: 1}]\n", 0, 6, 24, "'*' may only end a path" },
+	{ T1 "agent:\n  passthrough: [{path: x, methods: [POST], units: 1}]\n", 0, 6, 24, "must start with '/'" },
+	{ T1 "agent:\n  passthrough: [{path: /x, methods: [FETCH], units: 1}]\n", 0, 6, 38, "'FETCH' is not a method" },
+	{ T1 "agent:\n  passthrough: [{path: /x, methods: [GET, GET], units: 1}]\n", 0, 6, 43, "GET is listed twice" },
+	{ T1 "agent:\n  passthrough: [{path: /x, methods: [], units: 1}]\n", 0, 6, 37, "must name at least one method" },
+	{ T1 "agent:\n  passthrough: [{path: /x, methods: [GET], units: 5, auth: false}]\n", 0, 6, 51, "nobody could be charged" },
+	{ T1 "agent:\n  passthrough: [{path: /x, methods: [GET], units: 1}, {path: /x, methods: [POST], units: 1}]\n", 0, 6, 62, "path /x is listed twice" },
+	{ T1 "agent:\n  passthrough: [{path: /x, methods: [GET], units: -1}]\n", 0, 6, 51, "must be in [0, " },
+	/* replica.model's tokenizer prior */
+	{ TIERS "tenants: []\nreplica:\n  model: {name: m, params: 1e9, layers: 1, kv_heads: 1, head_dim: 1, chars_per_token: 40}\n", 0, 5, 87, "chars_per_token must be in [1, 16]" },
 };
 
 static void test_malformed_table(void **state)

@@ -1,5 +1,5 @@
 /* test_proxy_http.c — the proxy's pure pieces: request JSON validation,
- * measurement and rewrite (cache_salt, include_usage, priority), the SSE
+ * measurement and rewrite (cache_salt, stream usage, priority), the SSE
  * relay (usage chunk hidden, usage extracted, events split across reads),
  * the streaming usage reader (differential against jansson), the fast
  * request and response head readers (differential against http_parser),
@@ -32,18 +32,6 @@ static int parse(enum fg_api api, const char *body, struct fg_req_info *info, ch
 	return fg_request_parse(api, body, strlen(body), info, msg, 256, param);
 }
 
-static void api_routing(void **state)
-{
-	(void)state;
-	assert_int_equal(fg_api_of(HTTP_POST, "/v1/chat/completions", 20), FG_API_CHAT);
-	assert_int_equal(fg_api_of(HTTP_POST, "/v1/chat/completions?x=1", 24), FG_API_CHAT);
-	assert_int_equal(fg_api_of(HTTP_POST, "/v1/completions", 15), FG_API_COMPLETIONS);
-	assert_int_equal(fg_api_of(HTTP_POST, "/v1/embeddings", 14), FG_API_EMBEDDINGS);
-	assert_int_equal(fg_api_of(HTTP_POST, "/v1/chat/completionsX", 21), FG_API_OTHER_BODY);
-	assert_int_equal(fg_api_of(HTTP_GET, "/v1/models", 10), FG_API_NONE);
-	assert_int_equal(fg_api_of(HTTP_PUT, "/v1/anything", 12), FG_API_OTHER_BODY);
-}
-
 static void chat_is_measured(void **state)
 {
 	(void)state;
@@ -57,8 +45,11 @@ static void chat_is_measured(void **state)
 			     &info, msg, &param);
 	assert_int_equal(rc, 0);
 	assert_string_equal(info.model, "m1");
-	/* every string the template sees: roles, contents, part types */
-	assert_int_equal(info.shape.prompt_chars, 4 + 8 + 4 + 4 + 3);
+	/* the text the template sees: contents, a text part's text (roles and
+	 * part types are the template's framing, counted per message) */
+	assert_int_equal(info.shape.prompt_chars, 8 + 3);
+	assert_int_equal(info.shape.messages, 2);
+	assert_true(info.shape.chat);
 	assert_int_equal(info.shape.max_tokens, 70); /* max_completion_tokens wins */
 	assert_int_equal(info.shape.n, 2);
 	assert_true(info.stream);
@@ -214,7 +205,7 @@ static void forward_body_splices(void **state)
 
 	/* nothing to replace: the client's bytes follow untouched */
 	out = forward("  {\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"stream\":true}", &salted);
-	assert_string_equal(out, "{\"cache_salt\":\"fg1-a-01\",\"stream_options\":{\"include_usage\":true},"
+	assert_string_equal(out, "{\"cache_salt\":\"fg1-a-01\",\"stream_options\":{\"include_usage\":true,\"continuous_usage_stats\":true},"
 				 "\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"stream\":true}");
 	free(out);
 	/* a client's salt and priority are cut wherever they are; its other
@@ -239,11 +230,11 @@ static void forward_body_splices(void **state)
 	assert_string_equal(out, "{ \"messages\":[{}] }");
 	free(out);
 	out = forward("{\"messages\":[{}],\"stream_options\":null,\"cache_salt\":\"a\"}", &salted);
-	assert_string_equal(out, "{\"cache_salt\":\"fg1-a-01\",\"stream_options\":{\"include_usage\":true},"
+	assert_string_equal(out, "{\"cache_salt\":\"fg1-a-01\",\"stream_options\":{\"include_usage\":true,\"continuous_usage_stats\":true},"
 				 "\"messages\":[{}]}");
 	free(out);
 	out = forward("{\"stream_options\":{\"include_usage\":true},\"messages\":[{}]}", &salted);
-	assert_string_equal(out, "{\"cache_salt\":\"fg1-a-01\",\"stream_options\":{\"include_usage\":true},"
+	assert_string_equal(out, "{\"cache_salt\":\"fg1-a-01\",\"stream_options\":{\"include_usage\":true,\"continuous_usage_stats\":true},"
 				 "\"messages\":[{}]}");
 	free(out);
 	/* escaped keys are the members they name */
@@ -281,7 +272,7 @@ static void sse_hides_forced_usage_chunk(void **state)
 	for (size_t i = 0; i < sizeof(pieces) / sizeof(pieces[0]); i++) {
 		struct fg_sse s;
 		struct fg_buf out = { 0 };
-		fg_sse_init(&s, true);
+		fg_sse_init(&s, FG_SSE_CHUNKS, true, false);
 		relay(&s, pieces[i], &out);
 		assert_int_equal(fg_buf_used(&out), strlen(want));
 		assert_memory_equal(fg_buf_head(&out), want, strlen(want));
@@ -302,7 +293,7 @@ static void sse_keeps_usage_when_asked(void **state)
 	struct fg_sse s;
 	struct fg_buf out = { 0 };
 
-	fg_sse_init(&s, false);
+	fg_sse_init(&s, FG_SSE_CHUNKS, false, false);
 	relay(&s, 5, &out);
 	assert_int_equal(fg_buf_used(&out), strlen(stream_text));
 	assert_memory_equal(fg_buf_head(&out), stream_text, strlen(stream_text));
@@ -318,7 +309,7 @@ static void sse_crlf_and_garbage_pass_through(void **state)
 	struct fg_sse s;
 	struct fg_buf out = { 0 };
 
-	fg_sse_init(&s, true);
+	fg_sse_init(&s, FG_SSE_CHUNKS, true, false);
 	assert_int_equal(fg_sse_feed(&s, text, strlen(text), &out), 0);
 	assert_int_equal(fg_sse_finish(&s, &out), 0);
 	assert_int_equal(fg_buf_used(&out), strlen(text));
@@ -591,7 +582,6 @@ static void trusted_sources(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(api_routing),
 		cmocka_unit_test(chat_is_measured),
 		cmocka_unit_test(completions_prompt_forms),
 		cmocka_unit_test(bad_requests_name_the_parameter),
