@@ -77,9 +77,17 @@ struct fg_req_info {
 int fg_request_parse(enum fg_api api, const char *body, size_t len, struct fg_req_info *info,
 		     char *msg, size_t msglen, const char **param);
 
+/* The APIs whose streams the rewrite can force usage on (their parse
+ * tracks stream_options; vLLM's responses streams carry no usage option). */
+static inline bool fg_api_streams_usage(enum fg_api api)
+{
+	return api == FG_API_CHAT || api == FG_API_COMPLETIONS;
+}
+
 struct fg_rewrite {
 	const char *cache_salt;    /* NULL: forward no salt at all */
-	bool force_usage;          /* streams: include_usage and continuous_usage_stats on */
+	bool force_usage;          /* streams of fg_api_streams_usage APIs: include_usage
+				    * and continuous_usage_stats on */
 	bool set_priority;
 	int priority;
 	uint64_t max_tokens;       /* > 0: the output cap, written the way info->api names it */

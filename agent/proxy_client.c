@@ -650,7 +650,7 @@ static bool rewrite_body(struct fg_client *c)
 		/* the endpoints that use the prefix cache get the tenant's salt;
 		 * any other body keeps a salt member only as the tenant's */
 		.cache_salt = salted && (inference || x->info.cache_salt.present) ? t->salt : NULL,
-		.force_usage = x->info.stream && (x->api == FG_API_CHAT || x->api == FG_API_COMPLETIONS),
+		.force_usage = x->info.stream && fg_api_streams_usage(x->api),
 		.set_priority = t && priority_engine && (inference || x->info.priority.present),
 		.priority = t ? t->priority : 0,
 		.max_tokens = x->reserved ? x->gwr.price.per_choice : 0,

@@ -13,7 +13,7 @@
 source "$(dirname "$0")/meter_env.inc"
 
 px_netns mexact 33
-PX_RATE_B=2.5 # a 150-unit bucket: a 107-token request (138 units) barely fits it
+PX_RATE_B=2.25 # a 135-unit bucket: a 107-token request (~122 units, its 10 outputs priced by context) barely fits it
 mt_policy "message_tokens: 4, reply_tokens: 3" "" "  timeouts: {tokenize_s: 0.5}"
 mt_start_fake
 px_start_agent
@@ -62,7 +62,7 @@ b1=$(billed alpha)
 check "  billed for what it used: the prefill ($b0 -> $b1)" near "$(awk -v a="$b0" -v b="$b1" 'BEGIN { print b - a }')" 40007
 expect_eq "  counted as cut off" "$(tenant_field alpha cut_off)" 1
 
-# a bucket that barely covers the price (beta: 150 units) asks too
+# a bucket that barely covers the price (beta: 135 units) asks too
 body "$(head -c 400 <<<"$text")" "" "$PX_TMP/small.json"
 t0=$(tok ok)
 pc "$PX_URL/v1/chat/completions" -H "Authorization: Bearer $PX_KEY_B" --data-binary @"$PX_TMP/small.json" \

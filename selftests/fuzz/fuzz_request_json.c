@@ -181,7 +181,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	enum fg_api api = apis[opt & 7];
 	struct fg_rewrite rw = {
 		.cache_salt = opt & 8 ? NULL : salts[(opt >> 4) & 1],
-		.force_usage = opt & 32,
+		/* as the proxy forces it: only where the parse tracks stream_options */
+		.force_usage = (opt & 32) && fg_api_streams_usage(api),
 		.set_priority = opt & 64,
 		.priority = opt & 128 ? -7 : 3,
 		/* the proxy writes a cap only for the APIs that generate */
