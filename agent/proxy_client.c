@@ -217,7 +217,6 @@ static void exchange_reset(struct fg_client *c)
 	/* the gateway links x->gwr into its lists: never forget it while live */
 	if (x->reserved)
 		fg_exchange_settle(c, FG_OUT_CLIENT_GONE);
-	fg_sched_exchange_end(c);
 	if (x->tenant)
 		fg_tenant_unref(&c->px->quota, x->tenant);
 	free(x->fwd_body);
@@ -535,6 +534,7 @@ static bool admit(struct fg_client *c)
 	struct fg_gw_decision d = fg_gw_admit(px->gw, &x->gwr, x->tenant->id, x->info.model,
 					      &x->info.shape, now);
 	x->gwr.item.owner = c;
+	x->gwr.streams = x->info.stream && (x->api == FG_API_CHAT || x->api == FG_API_COMPLETIONS);
 	switch (d.outcome) {
 	case FG_GW_QUEUED:
 	case FG_GW_LONG_CONTEXT:

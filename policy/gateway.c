@@ -195,17 +195,30 @@ struct fg_gw_decision fg_gw_admit(struct fg_gateway *gw, struct fg_gw_request *r
 	return d;
 }
 
-static bool may_go(const struct fg_fq_item *item, void *ctx)
+static enum fg_fq_verdict may_go(const struct fg_fq_item *item, void *ctx)
 {
 	struct fg_gateway *gw = ctx;
 	const struct fg_gw_request *r = (const struct fg_gw_request *)item;
 
-	return fg_ew_may_dispatch(&gw->ew, r->prefill_tokens) &&
-	       fg_kv_check(&gw->kv, r->tenant, r->kv_tokens) == FG_KV_OK;
+	switch (fg_kv_check(&gw->kv, r->tenant, r->kv_tokens)) {
+	case FG_KV_OK:
+		return FG_FQ_GO;
+	case FG_KV_WAIT_NODE:
+		/* the pool frees as requests end; what frees is this one's */
+		return FG_FQ_HOLD;
+	default:
+		/* its tenant's own cap (or, after a reload shrank a limit, one it
+		 * can never fit: it waits out its deadline without stalling others) */
+		return FG_FQ_SKIP;
+	}
 }
 
 struct fg_gw_request *fg_gw_dispatch(struct fg_gateway *gw, uint64_t now_ns)
 {
+	/* The window is the engine's, so it gates every tenant alike and never
+	 * reorders the fair queue: whoever is next goes once there is room. */
+	if (!fg_ew_may_dispatch(&gw->ew))
+		return NULL;
 	struct fg_fq_item *it = fg_fq_pop(&gw->fq, may_go, gw);
 
 	if (!it)
@@ -213,7 +226,7 @@ struct fg_gw_request *fg_gw_dispatch(struct fg_gateway *gw, uint64_t now_ns)
 	struct fg_gw_request *r = (struct fg_gw_request *)it;
 	fg_kv_reserve(&gw->kv, r->tenant, r->kv_tokens);
 	r->kv_held = true;
-	fg_ew_sent(&gw->ew, r->prefill_tokens);
+	fg_ew_sent(&gw->ew, &r->ew, r->prefill_tokens, r->streams, now_ns);
 	r->queue_charged = it->dispatch_units;
 	r->state = FG_GW_S_SENT;
 	r->sent_ns = now_ns;
@@ -225,7 +238,7 @@ void fg_gw_first_token(struct fg_gateway *gw, struct fg_gw_request *r, uint64_t 
 	if (r->state != FG_GW_S_SENT)
 		return;
 	if (!r->long_context)
-		fg_ew_started(&gw->ew, r->prefill_tokens);
+		fg_ew_started(&gw->ew, &r->ew);
 	r->state = FG_GW_S_STARTED;
 	r->first_token_ns = now_ns;
 }
@@ -247,12 +260,13 @@ void fg_gw_output(struct fg_gateway *gw, struct fg_gw_request *r, double complet
 	}
 }
 
-/* Common end of a live request: bucket settled against `billed`. */
+/* Common end of a live request: bucket settled against `billed`, the fair
+ * queue left charged `fq_units` in all. */
 static void end_request(struct fg_gateway *gw, struct fg_gw_request *r, double billed,
-			uint64_t now_ns)
+			double fq_units, uint64_t now_ns)
 {
-	if (r->state == FG_GW_S_SENT && !r->long_context)
-		fg_ew_started(&gw->ew, r->prefill_tokens); /* never saw a first token */
+	if (!r->long_context)
+		fg_ew_ended(&gw->ew, &r->ew);
 	if (r->state == FG_GW_S_QUEUED)
 		fg_fq_remove(&gw->fq, &r->item);
 	if (r->kv_held && !r->orphan)
@@ -271,9 +285,8 @@ static void end_request(struct fg_gateway *gw, struct fg_gw_request *r, double b
 		if (t->inflight)
 			t->inflight--;
 		if (!r->long_context) {
-			/* the fair queue ends up charged exactly what was billed */
 			if (r->state != FG_GW_S_QUEUED) {
-				fg_fq_charge(&gw->fq, r->tenant, billed - r->queue_charged);
+				fg_fq_charge(&gw->fq, r->tenant, fq_units - r->queue_charged);
 				fg_fq_done(&gw->fq, r->tenant);
 			}
 		}
@@ -303,7 +316,8 @@ double fg_gw_finish(struct fg_gateway *gw, struct fg_gw_request *r, const struct
 	double billed = fg_settle_units(&gw->cm, gw->policy->agent.metering, &r->price, &billable);
 	if (u->prompt_tokens > 0 && !r->orphan)
 		gw->t[r->tenant].settled++;
-	end_request(gw, r, billed, now_ns);
+	/* the fair queue ends up charged exactly what was billed */
+	end_request(gw, r, billed, billed, now_ns);
 	return billed;
 }
 
@@ -313,7 +327,8 @@ void fg_gw_abort(struct fg_gateway *gw, struct fg_gw_request *r, uint64_t now_ns
 		return;
 	if (!r->orphan)
 		gw->t[r->tenant].aborted++;
-	end_request(gw, r, 0, now_ns);
+	/* billed nothing, and the fair queue keeps what it charged so far */
+	end_request(gw, r, 0, r->queue_charged, now_ns);
 }
 
 struct fg_gw_request *fg_gw_expire(struct fg_gateway *gw, uint64_t now_ns,

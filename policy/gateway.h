@@ -12,7 +12,9 @@
  *   fg_gw_dispatch   next request to send to the engine, if any may go
  *   fg_gw_first_token / fg_gw_output   progress (output charged as it streams)
  *   fg_gw_finish     settled from usage, KV released
- *   fg_gw_abort      engine failure or client gone: refund what was not served
+ *   fg_gw_abort      engine failure or refusal, or client gone while queued:
+ *                    the tenant is refunded; a request that was sent keeps
+ *                    its fair-queue charge (it held its place in the window)
  *   fg_gw_expire     waited past the tier's max_queue_s: refund, 429
  */
 #ifndef FAIRGATE_GATEWAY_H
@@ -56,6 +58,11 @@ struct fg_gw_request {
 	uint64_t context_tokens;      /* prompt + max output of one choice */
 	uint64_t kv_tokens;           /* n x (prompt + max output) */
 	uint64_t prefill_tokens;
+	/* Set by the caller after admission: the answer streams, so its first
+	 * token will say when the engine started it (else the engine's counts
+	 * must; see engine_window.h). */
+	bool streams;
+	struct fg_ew_item ew;         /* while sent to the engine */
 	bool kv_held;
 	double output_charged;        /* output tokens already charged to the fair queue */
 	double queue_charged;         /* units charged to the fair queue so far */
@@ -118,7 +125,11 @@ void fg_gw_output(struct fg_gateway *gw, struct fg_gw_request *req, double compl
 /* Returns the units billed. */
 double fg_gw_finish(struct fg_gateway *gw, struct fg_gw_request *req,
 		    const struct fg_usage *usage, uint64_t now_ns);
-/* Engine failure before usage, or the client left while queued: refund all. */
+/* Engine failure or refusal before usage, or the client left while queued:
+ * the tenant's bucket is refunded in full. A request that was sent keeps what
+ * the fair queue charged it (its prompt, and any output that streamed): the
+ * window was held for it, and a refusal that cost nothing would let its
+ * tenant go first for ever. */
 void fg_gw_abort(struct fg_gateway *gw, struct fg_gw_request *req, uint64_t now_ns);
 /* A queued request past its deadline (removed, refunded), or NULL. */
 struct fg_gw_request *fg_gw_expire(struct fg_gateway *gw, uint64_t now_ns,
