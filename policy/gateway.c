@@ -45,8 +45,21 @@ void fg_gw_init(struct fg_gateway *gw, const struct fg_policy *p, uint64_t step_
 	fg_ew_init(&gw->ew, p->agent.engine_queue_steps, step_tokens);
 	fg_peak_init(&gw->peaks, p->n_tenants, 0, now_ns);
 	fg_calibration_init(&gw->cal);
+	gw->rng = now_ns ^ 0x6a09e667f3bcc909ull;
 	for (uint32_t i = 0; i < p->n_tenants; i++)
 		setup_tenant(gw, i, now_ns, false);
+}
+
+/* Uniform in [0, 1): splitmix64, so the gateway stays pure and repeatable
+ * from its init time. */
+static double draw01(struct fg_gateway *gw)
+{
+	uint64_t x = (gw->rng += 0x9e3779b97f4a7c15ull);
+
+	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+	x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+	x ^= x >> 31;
+	return (double)(x >> 11) / 9007199254740992.0;
 }
 
 static double metered(const struct fg_gateway *gw, double prompt, double cached, double out)
@@ -163,7 +176,8 @@ struct fg_gw_decision fg_gw_admit(struct fg_gateway *gw, struct fg_gw_request *r
 		return d;
 	}
 	if (bd.verdict == FG_RETRY_LATER) {
-		d.wait_ns = bd.wait_ns;
+		d.wait_ns = fg_retry_turn_ns(&t->bucket, req->price.units, now_ns, &t->retry_turn_ns,
+					     draw01(gw));
 		refuse(&d, FG_GW_RETRY_LATER,
 		       "Rate limit reached: this request is priced at %.0f units of replica time and the "
 		       "tenant's quota refills at %.0f units/s.",
@@ -359,7 +373,7 @@ struct fg_gw_request *fg_gw_expire(struct fg_gateway *gw, uint64_t now_ns,
 	why->outcome = FG_GW_TIMED_OUT;
 	why->cost = r->price.units;
 	/* Truthful, not precise: the queue is about as long as this wait was. */
-	why->wait_ns = now_ns - r->admitted_ns;
+	why->wait_ns = fg_retry_spread_ns(now_ns - r->admitted_ns, draw01(gw));
 	snprintf(why->reason, sizeof(why->reason),
 		 "The replica is busy: this request waited %.1f s in the queue of tier '%s', the "
 		 "tier's limit. It was not charged.",

@@ -85,6 +85,7 @@ struct fg_gw_tenant {
 	uint64_t admitted, rejected, never, timed_out, settled, aborted;
 	uint64_t usage_clamped;       /* engine reported a prompt above max_context */
 	uint64_t deny_until_ns;       /* what the kernel should enforce */
+	uint64_t retry_turn_ns;       /* when the bucket has refilled for every client told to retry */
 };
 
 struct fg_gateway {
@@ -99,6 +100,7 @@ struct fg_gateway {
 	struct fg_gw_request *live;   /* every admitted, unfinished request */
 	struct fg_gw_request *orphans_queued; /* waiting when their tenant left */
 	bool kv_caps;                 /* enforce tier kv_cap_tokens (default on) */
+	uint64_t rng;                 /* Retry-After jitter */
 };
 
 /* The policy must outlive the gateway (or be replaced by fg_gw_reload).
