@@ -71,9 +71,10 @@ static void usage(FILE *out)
 "  --no-usage             streams without stream_options.include_usage\n"
 "  --header 'K: V'        extra request header (repeatable)\n"
 "  --seed N               prompt text and Poisson arrivals (default 1)\n"
-"  --honor-retry-after    a connection answered 429 with retry-after-ms (or\n"
-"                         Retry-After) rests that long before its next request,\n"
-"                         as an SDK that honours it would\n"
+"  --honor-retry-after    a request answered 429 with retry-after-ms (or\n"
+"                         Retry-After) is sent again on its connection after\n"
+"                         that long, as an SDK that honours it would; the\n"
+"                         retry does not count against --requests\n"
 "  -h, --help\n"
 "\n"
 "Output (one JSON object): {\"duration_s\", \"connections_opened\", \"tenants\": [{\n"
@@ -166,7 +167,8 @@ struct conn {
 	double retry_after;
 	double rest_until;          /* --honor-retry-after: no request before this */
 	uint64_t rest_timer;
-	bool is_retry;              /* the request in flight follows a rest */
+	bool owes_retry;            /* answered 429: sent again once rested */
+	bool is_retry;              /* the request in flight is such a retry */
 	char *body;
 	size_t body_len, body_cap;
 	size_t sse_off;             /* parsed up to here in body (streams) */
@@ -472,8 +474,10 @@ static void request_done(struct conn *c)
 	}
 	if (c->is_retry && c->status == 429)
 		t->retries_refused++;
-	if (cfg.honor_retry_after && c->status == 429 && c->retry_after > 0)
+	if (cfg.honor_retry_after && c->status == 429 && c->retry_after > 0) {
 		c->rest_until = end + c->retry_after;
+		c->owes_retry = true;
+	}
 	if (c->status / 100 == 2) {
 		samples_add(&t->latency, (end - c->intended) * 1e3);
 		if (t->stream) {
@@ -549,6 +553,8 @@ static void conn_send(struct conn *c, double intended)
 {
 	struct tenant *t = c->t;
 
+	if (c->owes_retry)
+		intended = c->intended; /* the same request: latency from its first try */
 	request_clear(c);
 	c->out = build_request(t, t->sent, &c->out_len);
 	if (!c->out)
@@ -649,7 +655,7 @@ static bool tenant_may_send(const struct tenant *t)
 {
 	if (stopping)
 		return false;
-	if (cfg.requests && t->sent >= cfg.requests)
+	if (cfg.requests && t->sent - t->retries >= cfg.requests)
 		return false;
 	return true;
 }
@@ -663,11 +669,13 @@ static void rest_over(struct fg_loop *l, void *ctx)
 	dispatch(c->t);
 }
 
-/* An idle connection of t that is not resting after a 429; a resting one
- * gets a timer that dispatches again when its rest is over. */
-static struct conn *idle_conn(struct tenant *t)
+/* An idle connection of t that is not resting after a 429: one that owes a
+ * retry, else (with want_new) any. A resting one gets a timer that
+ * dispatches again when its rest is over. */
+static struct conn *idle_conn(struct tenant *t, bool want_new)
 {
 	double now = now_s();
+	struct conn *fresh = NULL;
 
 	for (uint32_t i = 0; i < n_conns; i++) {
 		struct conn *c = &conns[i];
@@ -679,9 +687,20 @@ static struct conn *idle_conn(struct tenant *t)
 							      rest_over, c);
 			continue;
 		}
-		return c;
+		if (c->owes_retry)
+			return c;
+		if (want_new && !fresh)
+			fresh = c;
 	}
-	return NULL;
+	return fresh;
+}
+
+static bool retries_owed(const struct tenant *t)
+{
+	for (uint32_t i = 0; i < n_conns; i++)
+		if (conns[i].t == t && conns[i].owes_retry)
+			return true;
+	return false;
 }
 
 static void count_retry(struct conn *c)
@@ -689,7 +708,8 @@ static void count_retry(struct conn *c)
 	struct tenant *t = c->t;
 	size_t bin = (size_t)(now_s() * 10);
 
-	c->is_retry = c->rest_until > 0;
+	c->is_retry = c->owes_retry;
+	c->owes_retry = false;
 	c->rest_until = 0;
 	if (!c->is_retry)
 		return;
@@ -715,14 +735,19 @@ static void dispatch(struct tenant *t)
 	/* a send that fails at once (connect refused) ends this round, so a
 	 * dead server costs a retry per event, not a busy loop */
 	if (cfg.closed_loop) {
-		while (tenant_may_send(t) && (c = idle_conn(t))) {
+		while (!stopping && (c = idle_conn(t, tenant_may_send(t)))) {
 			conn_send(c, now_s());
 			if (!c->in_flight)
 				return;
 		}
 		return;
 	}
-	while (t->backlog_len && tenant_may_send(t) && (c = idle_conn(t))) {
+	while (!stopping && (c = idle_conn(t, false))) { /* retries first */
+		conn_send(c, now_s());
+		if (!c->in_flight)
+			return;
+	}
+	while (t->backlog_len && tenant_may_send(t) && (c = idle_conn(t, true))) {
 		double intended = t->backlog[0];
 		memmove(t->backlog, t->backlog + 1, (t->backlog_len - 1) * sizeof(*t->backlog));
 		t->backlog_len--;
@@ -783,8 +808,10 @@ static bool all_scheduled(void)
 {
 	for (uint32_t i = 0; i < cfg.n_tenants; i++) {
 		const struct tenant *t = &cfg.tenants[i];
-		if (cfg.requests && t->sent < cfg.requests &&
+		if (cfg.requests && t->sent - t->retries < cfg.requests &&
 		    (cfg.closed_loop || t->backlog_len || t->scheduled < cfg.requests))
+			return false;
+		if (retries_owed(t))
 			return false;
 		if (!cfg.requests)
 			return false;
