@@ -102,7 +102,8 @@ static json_t *scheduling_json(struct fg_proxy *px)
 		json_object_set_new(engine, "running", json_real(px->engine_running));
 		json_object_set_new(engine, "kv_usage", json_real(px->engine_kv_usage));
 	}
-	return json_pack("{s:s, s:s, s:s, s:i, s:f, s:{s:I, s:I}, s:{s:i, s:I, s:f}, s:{s:i, s:o},"
+	return json_pack("{s:s, s:s, s:s, s:i, s:f, s:{s:I, s:I}, s:{s:i, s:I, s:f, s:i, s:i, s:i, s:I},"
+			 " s:{s:i, s:o},"
 			 " s:{s:f, s:f, s:f, s:f, s:i}, s:o}",
 			 "metering", p->agent.metering == FG_METER_RAW_TOKENS ? "raw_tokens"
 				     : p->agent.metering == FG_METER_REQUESTS ? "requests" : "replica_time",
@@ -115,7 +116,11 @@ static json_t *scheduling_json(struct fg_proxy *px)
 			 "reservable_tokens", (json_int_t)gw->kv.node_cap,
 			 "engine_window", "pending_requests", (int)gw->ew.pending_requests,
 			 "pending_tokens", (json_int_t)gw->ew.pending_tokens,
-			 "budget_tokens", gw->ew.steps * (double)gw->ew.step_tokens,
+			 "budget_tokens", fg_ew_budget_tokens(&gw->ew),
+			 "waiting_limit", (int)fg_ew_waiting_limit(&gw->ew),
+			 "engine_extra_waiting", (int)gw->ew.engine_extra,
+			 "unconfirmed", (int)fg_ew_unconfirmed(&gw->ew),
+			 "started_by_engine_counts", (json_int_t)gw->ew.started_by_engine,
 			 "overload", "level", px->overload_level, "shed_tiers", shed,
 			 "peaks", "window_s", (double)gw->peaks.window_ns / 1e9,
 			 "node_peak_units_per_s", gw->peaks.peak_node,

@@ -16,6 +16,7 @@ struct fg_engine_scrape {
 	struct sockaddr_storage addr;
 	socklen_t addr_len;
 	uint64_t period_ns;
+	uint64_t began_ns, asked_ns;
 	fg_engine_scrape_cb cb;
 	void *ctx;
 	uint64_t timer;
@@ -95,6 +96,8 @@ void fg_engine_metrics_parse(const char *text, size_t len, struct fg_engine_metr
 	}
 }
 
+static void tick(struct fg_loop *loop, void *ctx);
+
 static void close_conn(struct fg_engine_scrape *s)
 {
 	if (s->fd >= 0) {
@@ -103,6 +106,28 @@ static void close_conn(struct fg_engine_scrape *s)
 		s->fd = -1;
 	}
 	s->body_len = 0;
+}
+
+static void arm(struct fg_engine_scrape *s, uint64_t delay_ns)
+{
+	if (s->timer)
+		fg_loop_timer_cancel(s->loop, s->timer);
+	s->timer = fg_loop_timer(s->loop, delay_ns, tick, s);
+}
+
+/* The next scrape, a period after the last one began. */
+static void arm_next(struct fg_engine_scrape *s)
+{
+	uint64_t now = fg_now_ns(), due = s->began_ns + s->period_ns;
+
+	arm(s, due > now ? due - now : 0);
+}
+
+static void fail(struct fg_engine_scrape *s)
+{
+	s->failures++;
+	close_conn(s);
+	arm_next(s);
 }
 
 static int on_body(http_parser *p, const char *at, size_t len)
@@ -144,13 +169,14 @@ static void finish(struct fg_engine_scrape *s)
 	if (s->complete && s->parser.status_code == 200) {
 		struct fg_engine_metrics m;
 		fg_engine_metrics_parse(s->body, s->body_len, &m);
+		m.asked_ns = s->asked_ns;
 		s->successes++;
 		close_conn(s);
+		arm_next(s);
 		if (s->cb)
-			s->cb(s->ctx, &m);
+			s->cb(s->ctx, &m); /* may set a new period */
 	} else {
-		s->failures++;
-		close_conn(s);
+		fail(s);
 	}
 }
 
@@ -163,8 +189,7 @@ static void on_io(struct fg_loop *loop, int fd, uint32_t events, void *ctx)
 		int err = 0;
 		socklen_t l = sizeof(err);
 		if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &l) || err) {
-			s->failures++;
-			close_conn(s);
+			fail(s);
 			return;
 		}
 		s->connected = true;
@@ -172,14 +197,15 @@ static void on_io(struct fg_loop *loop, int fd, uint32_t events, void *ctx)
 	if (s->connected && s->sent < sizeof(request) - 1) {
 		ssize_t n = write(fd, request + s->sent, sizeof(request) - 1 - s->sent);
 		if (n < 0 && errno != EAGAIN) {
-			s->failures++;
-			close_conn(s);
+			fail(s);
 			return;
 		}
 		if (n > 0)
 			s->sent += (size_t)n;
-		if (s->sent == sizeof(request) - 1)
+		if (s->sent == sizeof(request) - 1) {
+			s->asked_ns = fg_now_ns();
 			fg_loop_mod(s->loop, fd, EPOLLIN);
+		}
 		return;
 	}
 	if (events & (EPOLLIN | EPOLLHUP | EPOLLERR)) {
@@ -206,14 +232,16 @@ static void tick(struct fg_loop *loop, void *ctx)
 {
 	struct fg_engine_scrape *s = ctx;
 
-	if (s->fd >= 0) { /* the last one never finished */
-		s->failures++;
-		close_conn(s);
+	s->timer = 0;
+	if (s->fd >= 0) { /* the one in flight timed out */
+		fail(s);
+		return;
 	}
-	s->timer = fg_loop_timer(loop, s->period_ns, tick, s);
+	s->began_ns = fg_now_ns();
+	arm(s, FG_SCRAPE_TIMEOUT_NS);
 	s->fd = socket(s->addr.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (s->fd < 0) {
-		s->failures++;
+		fail(s);
 		return;
 	}
 	s->connected = false;
@@ -223,15 +251,15 @@ static void tick(struct fg_loop *loop, void *ctx)
 	http_parser_init(&s->parser, HTTP_RESPONSE);
 	s->parser.data = s;
 	if (connect(s->fd, (struct sockaddr *)&s->addr, s->addr_len) && errno != EINPROGRESS) {
-		s->failures++;
 		close(s->fd);
 		s->fd = -1;
+		fail(s);
 		return;
 	}
 	if (fg_loop_add(loop, s->fd, EPOLLOUT, on_io, s)) {
-		s->failures++;
 		close(s->fd);
 		s->fd = -1;
+		fail(s);
 	}
 }
 
@@ -251,8 +279,17 @@ struct fg_engine_scrape *fg_engine_scrape_start(struct fg_loop *loop, const stru
 		free(s);
 		return NULL;
 	}
-	s->timer = fg_loop_timer(loop, 0, tick, s);
+	arm(s, 0);
 	return s;
+}
+
+void fg_engine_scrape_set_period(struct fg_engine_scrape *s, uint64_t period_ns)
+{
+	if (!s || !period_ns || period_ns == s->period_ns)
+		return;
+	s->period_ns = period_ns;
+	if (s->fd < 0) /* else the one in flight arms the next when it ends */
+		arm_next(s);
 }
 
 void fg_engine_scrape_stop(struct fg_engine_scrape *s)

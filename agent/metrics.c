@@ -304,13 +304,23 @@ char *fg_metrics_render(struct fg_proxy *px, size_t *len)
 	node_value(&o, "fairgate_kv_reservable_tokens", "gauge",
 		   "kv_pool_tokens x agent.kv_headroom.", (double)gw->kv.node_cap);
 	node_value(&o, "fairgate_engine_window_pending_requests", "gauge",
-		   "Requests sent to the engine without a first token yet.", gw->ew.pending_requests);
+		   "Requests sent to the engine and not started (no first token, or not yet shown "
+		   "running by the engine's counts).", gw->ew.pending_requests);
 	node_value(&o, "fairgate_engine_window_pending_tokens", "gauge",
 		   "Their prefill tokens (the window holds agent.engine_queue_steps x step tokens).",
 		   (double)gw->ew.pending_tokens);
 	node_value(&o, "fairgate_engine_window_budget_tokens", "gauge",
 		   "Prefill tokens the engine may have waiting (engine_queue_steps x step tokens).",
-		   gw->ew.steps * (double)gw->ew.step_tokens);
+		   fg_ew_budget_tokens(&gw->ew));
+	node_value(&o, "fairgate_engine_window_waiting_limit", "gauge",
+		   "Requests the engine may have waiting (engine_queue_steps x 4).",
+		   fg_ew_waiting_limit(&gw->ew));
+	node_value(&o, "fairgate_engine_window_extra_waiting", "gauge",
+		   "Requests waiting in the engine that the window did not send (other clients, "
+		   "preempted sequences); they count against the window.", gw->ew.engine_extra);
+	node_value(&o, "fairgate_engine_window_started_by_counts_total", "counter",
+		   "Non-streamed requests the engine's running/waiting counts showed started.",
+		   (double)gw->ew.started_by_engine);
 	node_value(&o, "fairgate_overload_level", "gauge",
 		   "Tier rank at and below which the kernel sheds new connections (-1 = none).",
 		   px->overload_level);

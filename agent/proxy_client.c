@@ -219,7 +219,6 @@ static void exchange_reset(struct fg_client *c)
 	/* the gateway links x->gwr into its lists: never forget it while live */
 	if (x->reserved)
 		fg_exchange_settle(c, FG_OUT_CLIENT_GONE);
-	fg_sched_exchange_end(c);
 	fg_tokenize_cancel(x->tok); /* the client left while its prompt was counted */
 	if (x->tenant)
 		fg_tenant_unref(&c->px->quota, x->tenant);
@@ -611,6 +610,7 @@ static bool admit(struct fg_client *c)
 					      &x->info.shape, now);
 
 	x->gwr.item.owner = c;
+	x->gwr.streams = x->info.stream && (x->api == FG_API_CHAT || x->api == FG_API_COMPLETIONS);
 	switch (d.outcome) {
 	case FG_GW_QUEUED:
 	case FG_GW_LONG_CONTEXT:

@@ -104,7 +104,6 @@ struct fg_exchange {
 	struct fg_gw_request gwr; /* the gateway's request: price, queue, KV, window */
 	bool reserved;            /* gwr is live in the gateway until settled */
 	bool long_ctx;            /* goes to the long-context pool */
-	uint64_t first_token_timer; /* non-streams: model-estimated first token */
 	bool json_body;           /* the body parsed: the rewrite applies to it */
 	char *fwd_body;           /* rewritten JSON (malloc), or NULL: send body */
 	size_t fwd_len;
@@ -223,6 +222,7 @@ struct fg_proxy {
 	int overload_level;       /* published to the kernel; -1 none */
 	uint64_t overload_changes;
 	struct fg_engine_scrape *scrape;
+	bool scrape_fast;         /* the window waits for the engine's counts */
 	bool engine_metrics_known;
 	uint64_t engine_metrics_ns; /* last successful scrape */
 	double engine_waiting, engine_running, engine_kv_usage;
@@ -295,10 +295,9 @@ void fg_sched_kick(struct fg_proxy *px);
 /* Progress of a dispatched exchange: first token, output so far. */
 void fg_sched_first_token(struct fg_client *c);
 void fg_sched_output(struct fg_client *c, double completion_tokens);
-/* Non-streams: arm the model-estimated first-token timer at dispatch. */
+/* Sent to the engine: a non-streamed request waits for the engine's counts,
+ * so they are read often until they show it started. */
 void fg_sched_sent(struct fg_client *c);
-/* The exchange is over: drop its timers. */
-void fg_sched_exchange_end(struct fg_client *c);
 
 /* headers */
 void fg_hdrs_reset(struct fg_hdrs *h);

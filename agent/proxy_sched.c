@@ -15,22 +15,22 @@
  *   expiry    a timer at fg_gw_next_deadline: requests past their tier's
  *             max_queue_s get 429 + Retry-After (refunded in full), requests
  *             of a tenant removed by a reload get 403.
- *   first     streams report their first token with the first SSE event;
- *   token     a non-streaming answer gives no signal until it is complete,
- *             so the window counts it as started after the time the replica
- *             needs for the prefill queued ahead of it plus its own
- *             (ew.pending_tokens x prompt_token_s) and one decode step, or
- *             when the response arrives, whichever is first. Underestimating
- *             lets the engine queue grow a little; the engine's own
- *             vllm:num_requests_waiting, scraped every second, stops the
- *             window when the engine really is behind.
+ *   first     streams report their first token with the first SSE event; a
+ *   token     non-streaming answer gives no signal until it is complete, so
+ *             the window waits for the engine's own counts to show it
+ *             started (policy/engine_window.h): while any such request is
+ *             unconfirmed, or the engine holds waiting requests the window
+ *             did not send, its /metrics is read every SCRAPE_FAST_NS.
+ *             Nothing is timed on the engine's behalf, so the window is right
+ *             whatever the engine's pace (a simulator at --speedup 10 too).
  *   tick      1 s: close peak-meter windows, publish the overload level to
  *             the kernel (gate sheds new connections of the lowest tiers
  *             while the backlog exceeds what they may wait), forget engine
  *             metrics that went stale.
- *   scrape    the engine's /metrics every second (agent/engine_scrape.c):
- *             waiting requests into the engine window, preemptions into a
- *             counter and a log line (recompute is the platform's cost).
+ *   scrape    the engine's /metrics (agent/engine_scrape.c), every second
+ *             or every SCRAPE_FAST_NS as above: running and waiting requests
+ *             into the engine window, preemptions into a counter and a log
+ *             line (recompute is the platform's cost).
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -45,6 +45,12 @@
 
 #define TICK_NS 1000000000ull
 #define SCRAPE_PERIOD_NS 1000000000ull
+/* While the window waits for the engine's counts. A non-streamed request is
+ * started one scrape after the engine schedules it, so this is the delay it
+ * adds; 20 ms lets a window of 792 prefill tokens turn over faster than the
+ * seed's replica prefills them (~28 ms), for a 13 KB page read 50 times a
+ * second. */
+#define SCRAPE_FAST_NS 20000000ull
 #define ENGINE_METRICS_STALE_NS 3500000000ull
 
 static void arm_expiry(struct fg_proxy *px, uint64_t now);
@@ -88,7 +94,6 @@ static void answer_expired(struct fg_proxy *px, struct fg_client *c,
 
 	/* the gateway has ended the request and refunded it */
 	x->reserved = false;
-	fg_sched_exchange_end(c);
 	fg_quota_ended(x->tenant, x->gwr.price.units, 0,
 		       gone ? FG_OUT_TENANT_GONE : FG_OUT_QUEUE_TIMEOUT);
 	fg_quota_publish(px->st, &px->quota, x->tenant, now);
@@ -138,12 +143,12 @@ static void arm_expiry(struct fg_proxy *px, uint64_t now)
 
 /* ---- progress of a dispatched request --------------------------------------------- */
 
-void fg_sched_exchange_end(struct fg_client *c)
+static void scrape_pace(struct fg_proxy *px, bool fast)
 {
-	if (c->x.first_token_timer) {
-		fg_loop_timer_cancel(c->px->st->loop, c->x.first_token_timer);
-		c->x.first_token_timer = 0;
-	}
+	if (fast == px->scrape_fast || !px->scrape)
+		return;
+	px->scrape_fast = fast;
+	fg_engine_scrape_set_period(px->scrape, fast ? SCRAPE_FAST_NS : SCRAPE_PERIOD_NS);
 }
 
 void fg_sched_first_token(struct fg_client *c)
@@ -153,7 +158,6 @@ void fg_sched_first_token(struct fg_client *c)
 	if (!x->reserved || x->gwr.state != FG_GW_S_SENT)
 		return;
 	fg_gw_first_token(c->px->gw, &x->gwr, fg_now_ns());
-	fg_sched_exchange_end(c);
 	fg_sched_kick(c->px); /* the engine window has room again */
 }
 
@@ -165,31 +169,16 @@ void fg_sched_output(struct fg_client *c, double completion_tokens)
 	if (!x->reserved)
 		return;
 	fg_gw_output(c->px->gw, &x->gwr, completion_tokens, fg_now_ns());
-	if (first) {
-		fg_sched_exchange_end(c);
+	if (first)
 		fg_sched_kick(c->px);
-	}
-}
-
-static void first_token_due(struct fg_loop *loop, void *ctx)
-{
-	struct fg_client *c = ctx;
-	(void)loop;
-
-	c->x.first_token_timer = 0;
-	fg_sched_first_token(c);
 }
 
 void fg_sched_sent(struct fg_client *c)
 {
 	struct fg_exchange *x = &c->x;
-	const struct fg_gateway *gw = c->px->gw;
 
-	if (!x->reserved || x->long_ctx || x->info.stream || x->gwr.state != FG_GW_S_SENT)
-		return;
-	/* the prefill queued in the engine ahead of it, its own, and one step */
-	double s = (double)gw->ew.pending_tokens * gw->cm.prompt_token_s + gw->cm.decode_step_s;
-	x->first_token_timer = fg_loop_timer(c->px->st->loop, (uint64_t)(s * 1e9), first_token_due, c);
+	if (x->reserved && !x->long_ctx && !x->gwr.streams && x->gwr.state == FG_GW_S_SENT)
+		scrape_pace(c->px, true);
 }
 
 /* ---- the 1 s tick: overload, peaks, stale engine metrics ---------------------------- */
@@ -227,7 +216,8 @@ static void tick(struct fg_loop *loop, void *ctx)
 	if (px->engine_metrics_known && now - px->engine_metrics_ns > ENGINE_METRICS_STALE_NS) {
 		/* the engine stopped answering /metrics: back to our own books */
 		px->engine_metrics_known = false;
-		fg_ew_engine_waiting(&gw->ew, -1);
+		fg_ew_engine_unknown(&gw->ew);
+		scrape_pace(px, false); /* no counts to wait for: once a second */
 	}
 	double backlog = fg_gw_backlog_s(gw);
 	int level = fg_overload_level(gw->policy, backlog, px->overload_level);
@@ -248,10 +238,16 @@ static void on_engine_metrics(void *ctx, const struct fg_engine_metrics *m)
 	px->engine_metrics_known = true;
 	if (m->found & 1) {
 		px->engine_waiting = m->waiting;
-		fg_ew_engine_waiting(&px->gw->ew, (int64_t)m->waiting);
+		/* without a running count nothing is matched: only the waiting
+		 * ones beyond ours are learnt (see fg_ew_engine_counts) */
+		fg_ew_engine_counts(&px->gw->ew, m->found & 2 ? m->running : 0, m->waiting,
+				    m->asked_ns);
 	}
 	if (m->found & 2)
 		px->engine_running = m->running;
+	/* fast only while it helps: counts to wait for, from an engine that has them */
+	scrape_pace(px, (m->found & 1) &&
+			    (fg_ew_unconfirmed(&px->gw->ew) > 0 || px->gw->ew.engine_extra > 0));
 	if (m->found & 8)
 		px->engine_kv_usage = m->kv_usage;
 	if (m->found & 4) {
@@ -277,8 +273,9 @@ static void scrape_engine(struct fg_proxy *px, const struct fg_hostport *engine)
 	px->scrape = NULL;
 	px->engine_metrics_known = false;
 	px->preemptions_baseline = false;
+	px->scrape_fast = false;
 	if (px->gw)
-		fg_ew_engine_waiting(&px->gw->ew, -1);
+		fg_ew_engine_unknown(&px->gw->ew);
 	if (engine->host[0])
 		px->scrape = fg_engine_scrape_start(px->st->loop, engine, SCRAPE_PERIOD_NS,
 						    on_engine_metrics, px);

@@ -253,7 +253,6 @@ void fg_exchange_settle(struct fg_client *c, enum fg_outcome o)
 	if (!x->reserved || !x->tenant)
 		return;
 	x->reserved = false;
-	fg_sched_exchange_end(c);
 
 	if (x->sse && x->sse_state.have_usage) {
 		/* before the final usage: the prompt as counted, the output as

@@ -71,6 +71,10 @@ static void usage(FILE *out)
 "  --no-usage             streams without stream_options.include_usage\n"
 "  --header 'K: V'        extra request header (repeatable)\n"
 "  --seed N               prompt text and Poisson arrivals (default 1)\n"
+"  --honor-retry-after    a request answered 429 with retry-after-ms (or\n"
+"                         Retry-After) is sent again on its connection after\n"
+"                         that long, as an SDK that honours it would; the\n"
+"                         retry does not count against --requests\n"
 "  -h, --help\n"
 "\n"
 "Output (one JSON object): {\"duration_s\", \"connections_opened\", \"tenants\": [{\n"
@@ -79,7 +83,11 @@ static void usage(FILE *out)
 "  \"backlog_dropped\", \"latency_ms\": {\"p50\",\"p90\",\"p99\",\"max\",\"mean\"} (2xx),\n"
 "  \"ttft_ms\": {...} (2xx streams), \"prompt_tokens\", \"completion_tokens\",\n"
 "  \"cached_tokens\", \"tokens_received\", \"retry_after_seen\",\n"
-"  \"retry_after_max_s\", \"achieved_rps\"}]}\n"
+"  \"retry_after_max_s\", \"retry_after_ms\": {...} (every Retry-After seen),\n"
+"  \"retries\", \"retries_refused\", \"retry_peak_per_100ms\" (--honor-retry-after:\n"
+"  requests sent after a rest, those answered 429 again, the most of them sent\n"
+"  in one 100 ms interval), \"achieved_rps\"}]}\n"
+"Percentiles are {\"min\",\"p10\",\"p50\",\"p90\",\"p99\",\"max\",\"mean\"}.\n"
 "Every sent request ends as exactly one status count or one error.\n"
 "Exit status: 0, or 1 if any request failed at the transport level.\n",
 		MAX_TENANTS);
@@ -110,7 +118,10 @@ struct tenant {
 	uint64_t prompt_tokens, completion_tokens, cached_tokens, tokens_received;
 	uint64_t retry_after_seen;
 	double retry_after_max;
-	struct samples latency, ttft;
+	struct samples latency, ttft, retry_after;
+	uint64_t retries, retries_refused;
+	uint32_t *retry_bins;       /* rested requests sent per 100 ms since start */
+	size_t n_retry_bins;
 	char *prefix;
 };
 
@@ -121,7 +132,7 @@ static struct {
 	struct tenant tenants[MAX_TENANTS];
 	uint32_t n_tenants;
 	uint32_t connections;
-	bool closed_loop, poisson, usage_in_streams;
+	bool closed_loop, poisson, usage_in_streams, honor_retry_after;
 	uint64_t requests;
 	double duration, drain, timeout;
 	const char *path, *model;
@@ -154,6 +165,10 @@ struct conn {
 	char hvalue[64];
 	size_t hvalue_len;
 	double retry_after;
+	double rest_until;          /* --honor-retry-after: no request before this */
+	uint64_t rest_timer;
+	bool owes_retry;            /* answered 429: sent again once rested */
+	bool is_retry;              /* the request in flight is such a retry */
 	char *body;
 	size_t body_len, body_cap;
 	size_t sse_off;             /* parsed up to here in body (streams) */
@@ -397,6 +412,7 @@ static http_parser_settings settings = {
 
 static void conn_event(struct fg_loop *l, int fd, uint32_t events, void *ctx);
 static void dispatch(struct tenant *t);
+static void count_retry(struct conn *c);
 
 static void conn_reset_fd(struct conn *c)
 {
@@ -454,6 +470,13 @@ static void request_done(struct conn *c)
 		t->retry_after_seen++;
 		if (c->retry_after > t->retry_after_max)
 			t->retry_after_max = c->retry_after;
+		samples_add(&t->retry_after, c->retry_after * 1e3);
+	}
+	if (c->is_retry && c->status == 429)
+		t->retries_refused++;
+	if (cfg.honor_retry_after && c->status == 429 && c->retry_after > 0) {
+		c->rest_until = end + c->retry_after;
+		c->owes_retry = true;
 	}
 	if (c->status / 100 == 2) {
 		samples_add(&t->latency, (end - c->intended) * 1e3);
@@ -530,11 +553,14 @@ static void conn_send(struct conn *c, double intended)
 {
 	struct tenant *t = c->t;
 
+	if (c->owes_retry)
+		intended = c->intended; /* the same request: latency from its first try */
 	request_clear(c);
 	c->out = build_request(t, t->sent, &c->out_len);
 	if (!c->out)
 		return;
 	t->sent++;
+	count_retry(c);
 	c->intended = intended;
 	c->started = now_s();
 	c->in_flight = true;
@@ -629,17 +655,75 @@ static bool tenant_may_send(const struct tenant *t)
 {
 	if (stopping)
 		return false;
-	if (cfg.requests && t->sent >= cfg.requests)
+	if (cfg.requests && t->sent - t->retries >= cfg.requests)
 		return false;
 	return true;
 }
 
-static struct conn *idle_conn(struct tenant *t)
+static void rest_over(struct fg_loop *l, void *ctx)
+{
+	struct conn *c = ctx;
+
+	(void)l;
+	c->rest_timer = 0;
+	dispatch(c->t);
+}
+
+/* An idle connection of t that is not resting after a 429: one that owes a
+ * retry, else (with want_new) any. A resting one gets a timer that
+ * dispatches again when its rest is over. */
+static struct conn *idle_conn(struct tenant *t, bool want_new)
+{
+	double now = now_s();
+	struct conn *fresh = NULL;
+
+	for (uint32_t i = 0; i < n_conns; i++) {
+		struct conn *c = &conns[i];
+		if (c->t != t || c->state != C_IDLE || c->in_flight)
+			continue;
+		if (c->rest_until > now) {
+			if (!c->rest_timer)
+				c->rest_timer = fg_loop_timer(loop, (uint64_t)((c->rest_until - now) * NS) + 1,
+							      rest_over, c);
+			continue;
+		}
+		if (c->owes_retry)
+			return c;
+		if (want_new && !fresh)
+			fresh = c;
+	}
+	return fresh;
+}
+
+static bool retries_owed(const struct tenant *t)
 {
 	for (uint32_t i = 0; i < n_conns; i++)
-		if (conns[i].t == t && conns[i].state == C_IDLE && !conns[i].in_flight)
-			return &conns[i];
-	return NULL;
+		if (conns[i].t == t && conns[i].owes_retry)
+			return true;
+	return false;
+}
+
+static void count_retry(struct conn *c)
+{
+	struct tenant *t = c->t;
+	size_t bin = (size_t)(now_s() * 10);
+
+	c->is_retry = c->owes_retry;
+	c->owes_retry = false;
+	c->rest_until = 0;
+	if (!c->is_retry)
+		return;
+	t->retries++;
+	if (bin >= t->n_retry_bins) {
+		size_t n = bin + 64;
+		uint32_t *b = realloc(t->retry_bins, n * sizeof(*b));
+		if (!b)
+			return;
+		memset(b + t->n_retry_bins, 0, (n - t->n_retry_bins) * sizeof(*b));
+		t->retry_bins = b;
+		t->n_retry_bins = n;
+	}
+	t->retry_bins[bin]++;
 }
 
 /* Open loop: drain the backlog onto idle connections. Closed loop: keep
@@ -651,14 +735,19 @@ static void dispatch(struct tenant *t)
 	/* a send that fails at once (connect refused) ends this round, so a
 	 * dead server costs a retry per event, not a busy loop */
 	if (cfg.closed_loop) {
-		while (tenant_may_send(t) && (c = idle_conn(t))) {
+		while (!stopping && (c = idle_conn(t, tenant_may_send(t)))) {
 			conn_send(c, now_s());
 			if (!c->in_flight)
 				return;
 		}
 		return;
 	}
-	while (t->backlog_len && tenant_may_send(t) && (c = idle_conn(t))) {
+	while (!stopping && (c = idle_conn(t, false))) { /* retries first */
+		conn_send(c, now_s());
+		if (!c->in_flight)
+			return;
+	}
+	while (t->backlog_len && tenant_may_send(t) && (c = idle_conn(t, true))) {
 		double intended = t->backlog[0];
 		memmove(t->backlog, t->backlog + 1, (t->backlog_len - 1) * sizeof(*t->backlog));
 		t->backlog_len--;
@@ -719,8 +808,10 @@ static bool all_scheduled(void)
 {
 	for (uint32_t i = 0; i < cfg.n_tenants; i++) {
 		const struct tenant *t = &cfg.tenants[i];
-		if (cfg.requests && t->sent < cfg.requests &&
+		if (cfg.requests && t->sent - t->retries < cfg.requests &&
 		    (cfg.closed_loop || t->backlog_len || t->scheduled < cfg.requests))
+			return false;
+		if (retries_owed(t))
 			return false;
 		if (!cfg.requests)
 			return false;
@@ -781,8 +872,9 @@ static json_t *percentiles(struct samples *s)
 	for (size_t i = 0; i < s->n; i++)
 		sum += s->v[i];
 #define PCT(p) s->v[(size_t)fmin((double)s->n - 1, ceil((p) / 100.0 * (double)s->n) - 1)]
-	return json_pack("{s:f,s:f,s:f,s:f,s:f}", "p50", PCT(50), "p90", PCT(90), "p99", PCT(99),
-			 "max", s->v[s->n - 1], "mean", sum / (double)s->n);
+	return json_pack("{s:f,s:f,s:f,s:f,s:f,s:f,s:f}", "min", s->v[0], "p10", PCT(10), "p50",
+			 PCT(50), "p90", PCT(90), "p99", PCT(99), "max", s->v[s->n - 1], "mean",
+			 sum / (double)s->n);
 #undef PCT
 }
 
@@ -815,6 +907,13 @@ static void print_results(double elapsed)
 			"tokens_received", (json_int_t)t->tokens_received, "retry_after_seen",
 			(json_int_t)t->retry_after_seen, "retry_after_max_s", t->retry_after_max,
 			"achieved_rps", elapsed > 0 ? (double)t->completed / elapsed : 0.0);
+		uint32_t peak = 0;
+		for (size_t b = 0; b < t->n_retry_bins; b++)
+			peak = t->retry_bins[b] > peak ? t->retry_bins[b] : peak;
+		json_object_set_new(o, "retry_after_ms", percentiles(&t->retry_after));
+		json_object_set_new(o, "retries", json_integer((json_int_t)t->retries));
+		json_object_set_new(o, "retries_refused", json_integer((json_int_t)t->retries_refused));
+		json_object_set_new(o, "retry_peak_per_100ms", json_integer((json_int_t)peak));
 		json_array_append_new(arr, o);
 	}
 	json_t *root = json_pack("{s:f,s:I,s:o}", "duration_s", elapsed, "connections_opened",
@@ -913,7 +1012,7 @@ static bool parse_double(const char *s, double lo, double *out)
 int main(int argc, char **argv)
 {
 	enum { O_TARGET = 256, O_TENANT, O_CONNS, O_CLOSED, O_REQS, O_DUR, O_DRAIN, O_TIMEOUT,
-	       O_POISSON, O_PATH, O_MODEL, O_PREFIX, O_NOUSAGE, O_HEADER, O_SEED };
+	       O_POISSON, O_PATH, O_MODEL, O_PREFIX, O_NOUSAGE, O_HEADER, O_SEED, O_HONOR };
 	static const struct option opts[] = {
 		{ "target", required_argument, NULL, O_TARGET },
 		{ "tenant", required_argument, NULL, O_TENANT },
@@ -930,6 +1029,7 @@ int main(int argc, char **argv)
 		{ "no-usage", no_argument, NULL, O_NOUSAGE },
 		{ "header", required_argument, NULL, O_HEADER },
 		{ "seed", required_argument, NULL, O_SEED },
+		{ "honor-retry-after", no_argument, NULL, O_HONOR },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -984,6 +1084,7 @@ int main(int argc, char **argv)
 			cfg.prefix_chars = (uint32_t)v;
 			break;
 		case O_NOUSAGE: cfg.usage_in_streams = false; break;
+		case O_HONOR: cfg.honor_retry_after = true; break;
 		case O_HEADER:
 			if (add_header(optarg))
 				goto bad;
@@ -1062,6 +1163,8 @@ bad:
 			rc = 1;
 		free(t->latency.v);
 		free(t->ttft.v);
+		free(t->retry_after.v);
+		free(t->retry_bins);
 		free(t->backlog);
 		free(t->prefix);
 	}

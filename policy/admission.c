@@ -20,6 +20,34 @@ struct fg_decision fg_admission_decide(struct fg_bucket *b, double cost, uint64_
 	return d;
 }
 
+uint64_t fg_retry_turn_ns(struct fg_bucket *b, double cost, uint64_t now_ns, uint64_t *turn_ns,
+			  double draw)
+{
+	uint64_t own = fg_bucket_wait_ns(b, cost, now_ns);
+
+	if (own == FG_BUCKET_NEVER || !(b->rate > 0))
+		return own;
+	double slot = cost / b->rate * 1e9;
+	double turn = (double)now_ns + (double)own;
+	if (*turn_ns > now_ns && (double)*turn_ns + slot > turn)
+		turn = (double)*turn_ns + slot;
+	if (turn > 1.8e19)
+		turn = 1.8e19;
+	if (turn > (double)*turn_ns)
+		*turn_ns = (uint64_t)turn;
+	if (!(draw >= 0 && draw < 1))
+		draw = 0;
+	double wait = turn - (double)now_ns;
+	return (uint64_t)(wait + draw * FG_RETRY_SPREAD * fmin(slot, wait));
+}
+
+uint64_t fg_retry_spread_ns(uint64_t waited_ns, double draw)
+{
+	if (!(draw >= 0 && draw < 1))
+		draw = 0;
+	return waited_ns + (uint64_t)((double)waited_ns * FG_RETRY_SPREAD * draw);
+}
+
 uint64_t fg_retry_after_s(uint64_t wait_ns)
 {
 	uint64_t s = wait_ns / 1000000000ull + (wait_ns % 1000000000ull ? 1 : 0);

@@ -89,7 +89,10 @@ struct fg_fq_item *fg_fq_pop(struct fg_fq *fq, fg_fq_admit_fn admit, void *ctx)
 		if (best < 0)
 			return NULL;
 		struct fg_fq_tenant *t = &fq->t[best];
-		if (admit && !admit(t->head, ctx)) {
+		enum fg_fq_verdict v = admit ? admit(t->head, ctx) : FG_FQ_GO;
+		if (v == FG_FQ_HOLD)
+			return NULL;
+		if (v == FG_FQ_SKIP) {
 			tried[best / 32] |= 1u << (best % 32);
 			continue;
 		}

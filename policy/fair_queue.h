@@ -10,8 +10,15 @@
  *
  * Pure logic: the caller owns the items (intrusive list), passes `now_ns`,
  * and decides with a callback whether a head item may go now (KV caps, the
- * shallow engine window). Items that wait longer than their deadline are
- * handed back by fg_fq_expire.
+ * node's KV pool). Items that wait longer than their deadline are handed back
+ * by fg_fq_expire.
+ *
+ * The bound: the tenant dispatched next always has the smallest counter, so
+ * while two tenants are backlogged their counters differ by at most the
+ * largest charge at dispatch (a prompt) plus what one tenant's requests
+ * already in flight can still be charged (output as it streams, the
+ * correction to the bill at the end), over its weight. The service they
+ * receive over any interval then differs by at most twice that.
  */
 #ifndef FAIRGATE_FAIR_QUEUE_H
 #define FAIRGATE_FAIR_QUEUE_H
@@ -44,16 +51,26 @@ struct fg_fq {
 	struct fg_fq_tenant t[FG_MAX_TENANTS];
 };
 
-/* May this head item be dispatched now? (KV caps, engine window) */
-typedef bool (*fg_fq_admit_fn)(const struct fg_fq_item *item, void *ctx);
+enum fg_fq_verdict {
+	FG_FQ_GO = 0,
+	/* it waits for a limit of its own tenant (its KV cap): try the next */
+	FG_FQ_SKIP,
+	/* it waits for something every tenant shares (the node's KV pool):
+	 * nobody behind it goes first, or a neighbour's small requests would
+	 * keep taking what frees up and hold it back for ever */
+	FG_FQ_HOLD,
+};
+/* May this head item be dispatched now? */
+typedef enum fg_fq_verdict (*fg_fq_admit_fn)(const struct fg_fq_item *item, void *ctx);
 
 void fg_fq_init(struct fg_fq *fq, uint32_t n_tenants);
 /* Weight must be > 0. Keeps counters and queues (for policy reloads). */
 void fg_fq_set_weight(struct fg_fq *fq, uint32_t tenant, double weight);
 void fg_fq_push(struct fg_fq *fq, struct fg_fq_item *item);
-/* The next item by weighted fairness whose admit() says yes, removed from its
- * queue and charged dispatch_units; NULL if none may go. Tenants whose head
- * is blocked are skipped, so one tenant at its KV cap does not stall others. */
+/* The next item by weighted fairness whose admit() says go, removed from its
+ * queue and charged dispatch_units; NULL if none may go. A tenant whose head
+ * is skipped (at its KV cap) does not stall others; a head that must hold
+ * stops the search. */
 struct fg_fq_item *fg_fq_pop(struct fg_fq *fq, fg_fq_admit_fn admit, void *ctx);
 /* Remove a queued item (client went away). Returns false if not queued. */
 bool fg_fq_remove(struct fg_fq *fq, struct fg_fq_item *item);

@@ -44,8 +44,21 @@ void fg_gw_init(struct fg_gateway *gw, const struct fg_policy *p, uint64_t step_
 		step_tokens = (uint64_t)ceil(gw->cm.decode_step_s / gw->cm.prompt_token_s);
 	fg_ew_init(&gw->ew, p->agent.engine_queue_steps, step_tokens);
 	fg_peak_init(&gw->peaks, p->n_tenants, 0, now_ns);
+	gw->rng = now_ns ^ 0x6a09e667f3bcc909ull;
 	for (uint32_t i = 0; i < p->n_tenants; i++)
 		setup_tenant(gw, i, now_ns, false);
+}
+
+/* Uniform in [0, 1): splitmix64, so the gateway stays pure and repeatable
+ * from its init time. */
+static double draw01(struct fg_gateway *gw)
+{
+	uint64_t x = (gw->rng += 0x9e3779b97f4a7c15ull);
+
+	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+	x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+	x ^= x >> 31;
+	return (double)(x >> 11) / 9007199254740992.0;
 }
 
 /* `prompts` distinct prompts, `sequences` sequences between them (fg_price's) */
@@ -290,7 +303,8 @@ struct fg_gw_decision fg_gw_admit(struct fg_gateway *gw, struct fg_gw_request *r
 		return d;
 	}
 	if (bd.verdict == FG_RETRY_LATER) {
-		d.wait_ns = bd.wait_ns;
+		d.wait_ns = fg_retry_turn_ns(&t->bucket, req->price.units, now_ns, &t->retry_turn_ns,
+					     draw01(gw));
 		refuse(&d, FG_GW_RETRY_LATER,
 		       "Rate limit reached: this request is priced at %.0f units of replica time and the "
 		       "tenant's quota refills at %.0f units/s.",
@@ -389,17 +403,30 @@ double fg_gw_chars_per_token(const struct fg_gateway *gw, uint32_t tenant, const
 	return fg_chars_per_token(&gw->t[tenant].cal, fg_cal_model_find(&gw->models, model), prior);
 }
 
-static bool may_go(const struct fg_fq_item *item, void *ctx)
+static enum fg_fq_verdict may_go(const struct fg_fq_item *item, void *ctx)
 {
 	struct fg_gateway *gw = ctx;
 	const struct fg_gw_request *r = (const struct fg_gw_request *)item;
 
-	return fg_ew_may_dispatch(&gw->ew, r->prefill_tokens) &&
-	       fg_kv_check(&gw->kv, r->tenant, r->kv_tokens) == FG_KV_OK;
+	switch (fg_kv_check(&gw->kv, r->tenant, r->kv_tokens)) {
+	case FG_KV_OK:
+		return FG_FQ_GO;
+	case FG_KV_WAIT_NODE:
+		/* the pool frees as requests end; what frees is this one's */
+		return FG_FQ_HOLD;
+	default:
+		/* its tenant's own cap (or, after a reload shrank a limit, one it
+		 * can never fit: it waits out its deadline without stalling others) */
+		return FG_FQ_SKIP;
+	}
 }
 
 struct fg_gw_request *fg_gw_dispatch(struct fg_gateway *gw, uint64_t now_ns)
 {
+	/* The window is the engine's, so it gates every tenant alike and never
+	 * reorders the fair queue: whoever is next goes once there is room. */
+	if (!fg_ew_may_dispatch(&gw->ew))
+		return NULL;
 	struct fg_fq_item *it = fg_fq_pop(&gw->fq, may_go, gw);
 
 	if (!it)
@@ -407,7 +434,7 @@ struct fg_gw_request *fg_gw_dispatch(struct fg_gateway *gw, uint64_t now_ns)
 	struct fg_gw_request *r = (struct fg_gw_request *)it;
 	fg_kv_reserve(&gw->kv, r->tenant, r->kv_tokens);
 	r->kv_held = true;
-	fg_ew_sent(&gw->ew, r->prefill_tokens);
+	fg_ew_sent(&gw->ew, &r->ew, r->prefill_tokens, r->streams, now_ns);
 	r->queue_charged = it->dispatch_units;
 	r->state = FG_GW_S_SENT;
 	r->sent_ns = now_ns;
@@ -419,7 +446,7 @@ void fg_gw_first_token(struct fg_gateway *gw, struct fg_gw_request *r, uint64_t 
 	if (r->state != FG_GW_S_SENT)
 		return;
 	if (!r->long_context)
-		fg_ew_started(&gw->ew, r->prefill_tokens);
+		fg_ew_started(&gw->ew, &r->ew);
 	r->state = FG_GW_S_STARTED;
 	r->first_token_ns = now_ns;
 }
@@ -445,12 +472,13 @@ void fg_gw_output(struct fg_gateway *gw, struct fg_gw_request *r, double complet
 	}
 }
 
-/* Common end of a live request: bucket settled against `billed`. */
+/* Common end of a live request: bucket settled against `billed`, the fair
+ * queue left charged `fq_units` in all. */
 static void end_request(struct fg_gateway *gw, struct fg_gw_request *r, double billed,
-			uint64_t now_ns)
+			double fq_units, uint64_t now_ns)
 {
-	if (r->state == FG_GW_S_SENT && !r->long_context)
-		fg_ew_started(&gw->ew, r->prefill_tokens); /* never saw a first token */
+	if (!r->long_context)
+		fg_ew_ended(&gw->ew, &r->ew);
 	if (r->state == FG_GW_S_QUEUED)
 		fg_fq_remove(&gw->fq, &r->item);
 	if (r->kv_held && !r->orphan)
@@ -469,9 +497,8 @@ static void end_request(struct fg_gateway *gw, struct fg_gw_request *r, double b
 		if (t->inflight)
 			t->inflight--;
 		if (!r->long_context) {
-			/* the fair queue ends up charged exactly what was billed */
 			if (r->state != FG_GW_S_QUEUED) {
-				fg_fq_charge(&gw->fq, r->tenant, billed - r->queue_charged);
+				fg_fq_charge(&gw->fq, r->tenant, fq_units - r->queue_charged);
 				fg_fq_done(&gw->fq, r->tenant);
 			}
 		}
@@ -505,7 +532,8 @@ double fg_gw_finish(struct fg_gateway *gw, struct fg_gw_request *r, const struct
 									   &r->price, &prompt_only);
 		}
 	}
-	end_request(gw, r, billed, now_ns);
+	/* the fair queue ends up charged exactly what was billed */
+	end_request(gw, r, billed, billed, now_ns);
 	return billed;
 }
 
@@ -515,7 +543,8 @@ void fg_gw_abort(struct fg_gateway *gw, struct fg_gw_request *r, uint64_t now_ns
 		return;
 	if (!r->orphan)
 		gw->t[r->tenant].aborted++;
-	end_request(gw, r, 0, now_ns);
+	/* billed nothing, and the fair queue keeps what it charged so far */
+	end_request(gw, r, 0, r->queue_charged, now_ns);
 }
 
 struct fg_gw_request *fg_gw_expire(struct fg_gateway *gw, uint64_t now_ns,
@@ -546,7 +575,7 @@ struct fg_gw_request *fg_gw_expire(struct fg_gateway *gw, uint64_t now_ns,
 	why->outcome = FG_GW_TIMED_OUT;
 	why->cost = r->price.units;
 	/* Truthful, not precise: the queue is about as long as this wait was. */
-	why->wait_ns = now_ns - r->admitted_ns;
+	why->wait_ns = fg_retry_spread_ns(now_ns - r->admitted_ns, draw01(gw));
 	snprintf(why->reason, sizeof(why->reason),
 		 "The replica is busy: this request waited %.1f s in the queue of tier '%s', the "
 		 "tier's limit. It was not charged.",

@@ -15,7 +15,9 @@
  *   fg_gw_prompt_known  the engine's prompt count mid-stream: limits checked again
  *   fg_gw_learn      the tenant's calibration learns from its own usage
  *   fg_gw_finish     settled from usage, KV released
- *   fg_gw_abort      engine failure or client gone: refund what was not served
+ *   fg_gw_abort      engine failure or refusal, or client gone while queued:
+ *                    the tenant is refunded; a request that was sent keeps
+ *                    its fair-queue charge (it held its place in the window)
  *   fg_gw_expire     waited past the tier's max_queue_s: refund, 429
  */
 #ifndef FAIRGATE_GATEWAY_H
@@ -64,6 +66,11 @@ struct fg_gw_request {
 	uint64_t prompt_chars;        /* what calibration learns from */
 	double prompt_fixed;          /* framing, media, token ids: not text */
 	bool prompt_exact;            /* priced on the engine's own count */
+	/* Set by the caller after admission: the answer streams, so its first
+	 * token will say when the engine started it (else the engine's counts
+	 * must; see engine_window.h). */
+	bool streams;
+	struct fg_ew_item ew;         /* while sent to the engine */
 	bool kv_held;
 	double output_charged;        /* output tokens already charged to the fair queue */
 	double queue_charged;         /* units charged to the fair queue so far */
@@ -91,6 +98,7 @@ struct fg_gw_tenant {
 	uint64_t exact_counts;        /* admissions decided on the engine's /tokenize count */
 	struct fg_calibration cal;    /* this tenant's chars/token, learned from its own usage */
 	uint64_t deny_until_ns;       /* what the kernel should enforce */
+	uint64_t retry_turn_ns;       /* when the bucket has refilled for every client told to retry */
 };
 
 struct fg_gateway {
@@ -106,6 +114,7 @@ struct fg_gateway {
 	struct fg_gw_request *live;   /* every admitted, unfinished request */
 	struct fg_gw_request *orphans_queued; /* waiting when their tenant left */
 	bool kv_caps;                 /* enforce tier kv_cap_tokens (default on) */
+	uint64_t rng;                 /* Retry-After jitter */
 };
 
 /* The policy must outlive the gateway (or be replaced by fg_gw_reload).
@@ -160,7 +169,11 @@ double fg_gw_chars_per_token(const struct fg_gateway *gw, uint32_t tenant, const
 /* Returns the units billed. */
 double fg_gw_finish(struct fg_gateway *gw, struct fg_gw_request *req,
 		    const struct fg_usage *usage, uint64_t now_ns);
-/* Engine failure before usage, or the client left while queued: refund all. */
+/* Engine failure or refusal before usage, or the client left while queued:
+ * the tenant's bucket is refunded in full. A request that was sent keeps what
+ * the fair queue charged it (its prompt, and any output that streamed): the
+ * window was held for it, and a refusal that cost nothing would let its
+ * tenant go first for ever. */
 void fg_gw_abort(struct fg_gateway *gw, struct fg_gw_request *req, uint64_t now_ns);
 /* A queued request past its deadline (removed, refunded), or NULL. */
 struct fg_gw_request *fg_gw_expire(struct fg_gateway *gw, uint64_t now_ns,

@@ -33,7 +33,7 @@ enum fg_kv_verdict fg_kv_check(const struct fg_kv_ledger *l, uint32_t tenant, ui
 	if (cap && l->reserved[tenant] + tokens > cap)
 		return FG_KV_WAIT;
 	if (l->node_cap && l->node_reserved + tokens > l->node_cap)
-		return FG_KV_WAIT;
+		return FG_KV_WAIT_NODE;
 	return FG_KV_OK;
 }
 

@@ -23,7 +23,8 @@ struct fg_kv_ledger {
 
 enum fg_kv_verdict {
 	FG_KV_OK = 0,
-	FG_KV_WAIT,          /* fits later, when others finish */
+	FG_KV_WAIT,          /* fits later, when the tenant's own requests finish */
+	FG_KV_WAIT_NODE,     /* within the tenant's cap; waits for the node's pool */
 	FG_KV_NEVER_TENANT,  /* larger than the tenant's cap on its own */
 	FG_KV_NEVER_NODE,    /* larger than the node's reservable pool */
 };

@@ -43,6 +43,43 @@ static void retry_later_with_the_refill_time(void **state)
 	assert_int_equal(fg_admission_decide(&b, 1234, T0 + d.wait_ns).verdict, FG_ADMIT);
 }
 
+/* 300 clients refused at once are told 300 turns, one request's refill
+ * apart; each one that comes back on its turn is admitted. */
+static void retry_turns_queue_clients_behind_each_other(void **state)
+{
+	(void)state;
+	struct fg_bucket b;
+	uint64_t turn = 0, wait[300];
+
+	fg_bucket_init(&b, 100, 6000, T0);
+	assert_int_equal(fg_admission_decide(&b, 6000, T0).verdict, FG_ADMIT);
+	for (int k = 0; k < 300; k++) {
+		assert_int_equal(fg_admission_decide(&b, 500, T0).verdict, FG_RETRY_LATER);
+		wait[k] = fg_retry_turn_ns(&b, 500, T0, &turn, 0);
+		assert_int_equal(wait[k], (uint64_t)(k + 1) * 5 * S);
+	}
+	assert_int_equal(turn, T0 + 1500 * S);
+	for (int k = 0; k < 300; k++)
+		assert_int_equal(fg_admission_decide(&b, 500, T0 + wait[k]).verdict, FG_ADMIT);
+	/* once the last turn has passed, the next one waits for the bucket alone */
+	uint64_t now = T0 + 1501 * S;
+	assert_int_equal(fg_retry_turn_ns(&b, 500, now, &turn, 0), 4 * S);
+	/* jitter: up to a tenth of one request's refill (or of the wait) */
+	uint64_t t2 = 0;
+	assert_int_equal(fg_admission_decide(&b, 6000, now + 100 * S).verdict, FG_ADMIT);
+	uint64_t w = fg_retry_turn_ns(&b, 500, now + 100 * S, &t2, 0.999);
+	assert_true(w > 5 * S && w < 5 * S + S / 2);
+	w = fg_retry_turn_ns(&b, 500, now + 100 * S, &t2, 0.999);
+	assert_true(w > 10 * S && w < 10 * S + S / 2); /* + up to 0.1 x min(5 s, 10 s) */
+	/* a nonsense draw adds nothing */
+	uint64_t t3 = 0;
+	assert_int_equal(fg_retry_turn_ns(&b, 500, now + 100 * S, &t3, -1), 5 * S);
+	/* a queue timeout: as long as it waited, plus up to a tenth */
+	assert_int_equal(fg_retry_spread_ns(30 * S, 0), 30 * S);
+	assert_true(fg_retry_spread_ns(30 * S, 0.999) < 33 * S);
+	assert_true(fg_retry_spread_ns(30 * S, 0.5) == 31500 * MS);
+}
+
 static void retry_after_rounding(void **state)
 {
 	(void)state;
@@ -121,6 +158,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(admits_and_reserves),
 		cmocka_unit_test(retry_later_with_the_refill_time),
+		cmocka_unit_test(retry_turns_queue_clients_behind_each_other),
 		cmocka_unit_test(retry_after_rounding),
 		cmocka_unit_test(never_fits_is_final_and_free),
 		cmocka_unit_test(typical_cost_is_a_moving_average),

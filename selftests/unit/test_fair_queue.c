@@ -106,10 +106,16 @@ static void returning_tenant_gets_no_credit_for_idle_time(void **state)
 	test_free(fq);
 }
 
-static bool block_tenant0(const struct fg_fq_item *it, void *ctx)
+static enum fg_fq_verdict block_tenant0(const struct fg_fq_item *it, void *ctx)
 {
 	(void)ctx;
-	return it->tenant != 0;
+	return it->tenant != 0 ? FG_FQ_GO : FG_FQ_SKIP;
+}
+
+static enum fg_fq_verdict tenant0_holds(const struct fg_fq_item *it, void *ctx)
+{
+	(void)ctx;
+	return it->tenant != 0 ? FG_FQ_GO : FG_FQ_HOLD;
 }
 
 static void blocked_head_does_not_stall_others(void **state)
@@ -125,6 +131,23 @@ static void blocked_head_does_not_stall_others(void **state)
 	assert_null(fg_fq_pop(fq, block_tenant0, NULL));
 	assert_ptr_equal(fg_fq_pop(fq, NULL, NULL), &a);
 	assert_int_equal(fg_fq_total_queued(fq), 0);
+	test_free(fq);
+}
+
+static void head_waiting_for_a_shared_resource_holds_others(void **state)
+{
+	(void)state;
+	struct fg_fq *fq = new_fq(2);
+	struct fg_fq_item a = { .tenant = 0, .dispatch_units = 1 };
+	struct fg_fq_item b = { .tenant = 1, .dispatch_units = 1000 };
+	fg_fq_push(fq, &a);
+	fg_fq_push(fq, &b);
+	/* A is next and waits for the node's pool: B must not take it first */
+	assert_null(fg_fq_pop(fq, tenant0_holds, NULL));
+	assert_int_equal(fg_fq_total_queued(fq), 2);
+	assert_ptr_equal(fg_fq_pop(fq, NULL, NULL), &a);
+	/* A's counter is now past B's: B is next and goes */
+	assert_ptr_equal(fg_fq_pop(fq, tenant0_holds, NULL), &b);
 	test_free(fq);
 }
 
@@ -173,44 +196,120 @@ static void kv_caps(void **state)
 	/* tenant 1 has no cap but the node does */
 	assert_int_equal(fg_kv_check(l, 1, 700000), FG_KV_NEVER_NODE);
 	assert_int_equal(fg_kv_reserve(l, 1, 514177), FG_KV_OK);
-	assert_int_equal(fg_kv_reserve(l, 1, 1), FG_KV_WAIT);
+	assert_int_equal(fg_kv_reserve(l, 1, 1), FG_KV_WAIT_NODE);
 	fg_kv_release(l, 0, 100000);
 	assert_int_equal(fg_kv_reserve(l, 1, 1), FG_KV_OK);
 	/* a double release clamps instead of wrapping */
 	fg_kv_release(l, 0, 100000);
 	assert_int_equal(l->reserved[0], 0);
-	assert_int_equal(fg_kv_reserve(l, 0, 100000), FG_KV_WAIT); /* node full: 514178 + 100000 > 614177 */
+	assert_int_equal(fg_kv_reserve(l, 0, 100000), FG_KV_WAIT_NODE); /* node full: 514178 + 100000 > 614177 */
 	assert_int_equal(fg_kv_reserve(l, 0, 99999), FG_KV_OK);
 	assert_int_equal(l->node_reserved, 614177);
 	test_free(l);
 }
 
-static void engine_window_stays_shallow(void **state)
+static void engine_window_lets_any_size_go_in_turn(void **state)
 {
 	(void)state;
 	struct fg_engine_window w;
+	struct fg_ew_item it[10] = { 0 };
 	fg_ew_init(&w, 2, 8192);
-	/* a prompt bigger than the window still goes, alone */
-	assert_true(fg_ew_may_dispatch(&w, 50000));
-	fg_ew_sent(&w, 50000);
-	assert_false(fg_ew_may_dispatch(&w, 10));
-	fg_ew_started(&w, 50000);
-	for (int i = 0; i < 8; i++) {
-		assert_true(fg_ew_may_dispatch(&w, 2000));
-		fg_ew_sent(&w, 2000);
+	assert_int_equal(fg_ew_waiting_limit(&w), 8);
+	/* a prompt bigger than the whole window goes while others are pending:
+	 * the window looks at what is pending, not at the next one's size */
+	assert_true(fg_ew_may_dispatch(&w));
+	fg_ew_sent(&w, &it[0], 300, true, 1);
+	assert_true(fg_ew_may_dispatch(&w));
+	fg_ew_sent(&w, &it[1], 50000, true, 2);
+	assert_false(fg_ew_may_dispatch(&w));
+	fg_ew_started(&w, &it[1]);
+	fg_ew_started(&w, &it[1]); /* idempotent */
+	assert_int_equal(w.pending_tokens, 300);
+	assert_true(fg_ew_may_dispatch(&w));
+	/* short prompts stop at the request limit well under the token budget */
+	for (int i = 2; i < 9; i++) {
+		assert_true(fg_ew_may_dispatch(&w));
+		fg_ew_sent(&w, &it[i], 10, true, 3);
 	}
-	assert_false(fg_ew_may_dispatch(&w, 1000)); /* 16000 + 1000 > 16384 */
-	assert_true(fg_ew_may_dispatch(&w, 384));
-	/* the engine reports a deep queue: hold off even within our books */
-	fg_ew_engine_waiting(&w, 20);
-	assert_false(fg_ew_may_dispatch(&w, 1));
-	fg_ew_engine_waiting(&w, 0);
-	for (int i = 0; i < 8; i++)
-		fg_ew_started(&w, 2000);
+	assert_int_equal(w.pending_requests, 8);
+	assert_false(fg_ew_may_dispatch(&w));
+	for (int i = 0; i < 9; i++)
+		fg_ew_ended(&w, &it[i]);
+	fg_ew_ended(&w, &it[0]); /* idempotent */
 	assert_int_equal(w.pending_tokens, 0);
 	assert_int_equal(w.pending_requests, 0);
-	fg_ew_started(&w, 2000); /* extra: clamps */
-	assert_int_equal(w.pending_tokens, 0);
+	assert_int_equal(w.inflight, 0);
+	assert_null(w.oldest);
+	assert_null(w.newest);
+}
+
+static void engine_counts_start_non_streamed_requests(void **state)
+{
+	(void)state;
+	struct fg_engine_window w;
+	struct fg_ew_item a = { 0 }, b = { 0 }, c = { 0 }, d = { 0 }, e = { 0 };
+	fg_ew_init(&w, 2, 396);
+	fg_ew_sent(&w, &a, 100, false, 1);
+	fg_ew_sent(&w, &b, 100, true, 2); /* a stream */
+	fg_ew_sent(&w, &c, 100, false, 3);
+	fg_ew_sent(&w, &d, 100, false, 4);
+	assert_int_equal(fg_ew_unconfirmed(&w), 3);
+	/* the engine has all four, two waiting: in arrival order a and b run;
+	 * a is started, b waits for its own first token */
+	assert_int_equal(fg_ew_engine_counts(&w, 2, 2, 10), 1);
+	assert_true(a.started);
+	assert_false(b.started);
+	assert_false(c.started);
+	assert_int_equal(w.pending_requests, 3);
+	assert_int_equal(w.engine_extra, 0);
+	/* e was sent after the engine was asked: it cannot be in these counts */
+	fg_ew_sent(&w, &e, 100, false, 20);
+	assert_int_equal(fg_ew_engine_counts(&w, 5, 0, 15), 2);
+	assert_true(c.started && d.started);
+	assert_false(e.started);
+	/* the engine counts fewer than were sent (one still on its way, or an
+	 * answer in flight): the newest are taken as not there yet */
+	fg_ew_ended(&w, &a);
+	assert_int_equal(fg_ew_engine_counts(&w, 2, 1, 30), 0);
+	assert_false(e.started);
+	assert_int_equal(fg_ew_engine_counts(&w, 4, 0, 30), 1);
+	assert_true(e.started);
+	fg_ew_ended(&w, &b);
+	fg_ew_ended(&w, &c);
+	fg_ew_ended(&w, &d);
+	fg_ew_ended(&w, &e);
+	assert_int_equal(w.started_by_engine, 4);
+	assert_int_equal(w.pending_requests, 0);
+}
+
+static void engine_waiting_holds_even_with_nothing_pending(void **state)
+{
+	(void)state;
+	struct fg_engine_window w;
+	struct fg_ew_item a = { 0 };
+	fg_ew_init(&w, 2, 396);
+	/* another client's (or preempted) requests wait in the engine: nothing
+	 * of ours is pending, and still nothing more may go */
+	fg_ew_engine_counts(&w, 100, 12, 5);
+	assert_int_equal(w.engine_extra, 12);
+	assert_false(fg_ew_may_dispatch(&w));
+	fg_ew_engine_counts(&w, 100, 7, 6);
+	assert_true(fg_ew_may_dispatch(&w));
+	fg_ew_sent(&w, &a, 10, false, 7);
+	assert_false(fg_ew_may_dispatch(&w)); /* 1 pending + 7 waiting = 8 */
+	/* the engine says 8 waiting: ours is one of them, 7 are not */
+	assert_int_equal(fg_ew_engine_counts(&w, 100, 8, 8), 0);
+	assert_int_equal(w.engine_extra, 7);
+	/* our one ran and the queue drained */
+	assert_int_equal(fg_ew_engine_counts(&w, 101, 0, 9), 1);
+	assert_int_equal(w.engine_extra, 0);
+	assert_true(fg_ew_may_dispatch(&w));
+	/* counts gone stale: only our own books hold */
+	fg_ew_engine_counts(&w, 100, 50, 10);
+	assert_false(fg_ew_may_dispatch(&w));
+	fg_ew_engine_unknown(&w);
+	assert_true(fg_ew_may_dispatch(&w));
+	fg_ew_ended(&w, &a);
 }
 
 static void peaks_and_oversubscription(void **state)
@@ -243,9 +342,12 @@ int main(void)
 		cmocka_unit_test(weighted_shares_follow_weights),
 		cmocka_unit_test(returning_tenant_gets_no_credit_for_idle_time),
 		cmocka_unit_test(blocked_head_does_not_stall_others),
+		cmocka_unit_test(head_waiting_for_a_shared_resource_holds_others),
 		cmocka_unit_test(expire_and_remove),
 		cmocka_unit_test(kv_caps),
-		cmocka_unit_test(engine_window_stays_shallow),
+		cmocka_unit_test(engine_window_lets_any_size_go_in_turn),
+		cmocka_unit_test(engine_counts_start_non_streamed_requests),
+		cmocka_unit_test(engine_waiting_holds_even_with_nothing_pending),
 		cmocka_unit_test(peaks_and_oversubscription),
 	};
 	return cmocka_run_group_tests_name("fair_queue", tests, NULL, NULL);

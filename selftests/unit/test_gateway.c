@@ -178,8 +178,21 @@ static void retry_after_from_refill(void **state)
 	assert_int_equal(admitted, (int)(60000 / d.cost));
 	assert_int_equal(d.outcome, FG_GW_RETRY_LATER);
 	double missing = d.cost - fg_bucket_level(&gw->t[1].bucket, 0);
-	assert_true(fabs((double)d.wait_ns / 1e9 - missing / 1000) < 1e-3);
+	double refill = missing / 1000, slot = d.cost / 1000;
+	/* the refill, stretched by at most FG_RETRY_SPREAD */
+	assert_true((double)d.wait_ns / 1e9 >= refill - 1e-6);
+	assert_true((double)d.wait_ns / 1e9 <= refill * (1 + FG_RETRY_SPREAD) + 1e-6);
 	assert_true(fg_retry_after_s(d.wait_ns) >= 1);
+	/* the clients refused after it are told their turns, one refill of a
+	 * request apart, not the same moment */
+	for (int k = 1; k <= 20; k++) {
+		struct fg_gw_request extra;
+		struct fg_gw_decision e = fg_gw_admit(gw, &extra, 1, "m", &s, 0);
+		assert_int_equal(e.outcome, FG_GW_RETRY_LATER);
+		double turn = refill + k * slot, got = (double)e.wait_ns / 1e9;
+		assert_true(got >= turn - 1e-6);
+		assert_true(got <= turn + slot + 1e-6);
+	}
 	/* a request that would not fit before refill opens a deny window that
 	 * ends when a typical request fits again */
 	uint64_t until = fg_gw_deny_until(gw, 1, 0);
@@ -238,6 +251,100 @@ static void kv_cap_makes_tenant_wait_not_others(void **state)
 	assert_int_equal(gw->ew.pending_tokens, 0);
 }
 
+/* A prompt larger than the whole engine window goes in its turn while a
+ * neighbour's requests are pending (before issue #20 it needed the window
+ * empty, which a busy neighbour never allowed: it starved). */
+static void large_prompt_goes_in_its_turn(void **state)
+{
+	struct fixture *f = *state;
+	struct fg_gateway *gw = &f->gw;
+	static struct fg_gw_request s1, s2, big;
+	struct fg_request_shape small = shape(4 * 1000, 10, 1), large = shape(4 * 20000, 10, 1);
+
+	assert_true(fg_ew_budget_tokens(&gw->ew) < 20000);
+	assert_int_equal(fg_gw_admit(gw, &s1, 1, "m", &small, 0).outcome, FG_GW_QUEUED);
+	assert_ptr_equal(fg_gw_dispatch(gw, 0), &s1);
+	assert_int_equal(fg_gw_admit(gw, &big, 0, "m", &large, 1).outcome, FG_GW_QUEUED);
+	assert_int_equal(fg_gw_admit(gw, &s2, 1, "m", &small, 1).outcome, FG_GW_QUEUED);
+	/* acme came back lifted to globex's counter; the tie goes to acme */
+	assert_ptr_equal(fg_gw_dispatch(gw, 2), &big);
+	/* the window is full now: globex waits for it, not for acme's turn */
+	assert_null(fg_gw_dispatch(gw, 3));
+	fg_gw_first_token(gw, &big, 4);
+	assert_ptr_equal(fg_gw_dispatch(gw, 5), &s2);
+	fg_gw_abort(gw, &s1, 6);
+	fg_gw_abort(gw, &s2, 6);
+	fg_gw_abort(gw, &big, 6);
+	assert_int_equal(gw->ew.pending_requests, 0);
+	assert_int_equal(gw->ew.inflight, 0);
+}
+
+/* The engine refused it: the tenant pays nothing, but the fair queue keeps
+ * the prompt it was charged at dispatch, so a tenant whose requests are all
+ * refused cannot go first for ever. */
+static void refused_request_costs_its_turn(void **state)
+{
+	struct fixture *f = *state;
+	struct fg_gateway *gw = &f->gw;
+	static struct fg_gw_request r, q, n;
+	struct fg_request_shape s = shape(4 * 1000, 10, 1);
+
+	double level = fg_bucket_level(&gw->t[1].bucket, 0);
+	assert_int_equal(fg_gw_admit(gw, &r, 1, "m", &s, 0).outcome, FG_GW_QUEUED);
+	assert_int_equal(fg_gw_admit(gw, &q, 1, "m", &s, 0).outcome, FG_GW_QUEUED);
+	assert_ptr_equal(fg_gw_dispatch(gw, 0), &r);
+	double charged = gw->fq.t[1].vtc;
+	assert_true(fabs(charged - 1000) < 1e-6);
+	/* acme arrives, lifted to globex's counter */
+	assert_int_equal(fg_gw_admit(gw, &n, 0, "m", &s, 1 * MS).outcome, FG_GW_QUEUED);
+	fg_gw_abort(gw, &r, 1 * MS); /* e.g. a 404 from the engine */
+	assert_true(fabs(gw->fq.t[1].vtc - charged) < 1e-9);
+	double level_now = fg_bucket_level(&gw->t[1].bucket, 1 * MS);
+	/* r refunded in full: only q's reservation is out (plus 1 ms of refill) */
+	assert_true(fabs(level_now - (level - q.price.units)) < 1000 * 0.001 + 1e-6);
+	assert_true(gw->t[1].billed_units == 0);
+	assert_int_equal(gw->t[1].aborted, 1);
+	/* refunded to the fair queue too, globex would go again before acme */
+	assert_ptr_equal(fg_gw_dispatch(gw, 2 * MS), &n);
+	fg_gw_abort(gw, &q, 3 * MS); /* still queued: never charged */
+	assert_true(fabs(gw->fq.t[1].vtc - charged) < 1e-9);
+	fg_gw_abort(gw, &n, 3 * MS);
+	assert_true(fabs(fg_bucket_level(&gw->t[1].bucket, 3 * MS) - level) < 1e-6);
+}
+
+/* The next request waits for the node's KV pool: the others are held
+ * rather than let through to take what frees up. */
+static void node_kv_wait_holds_the_others(void **state)
+{
+	struct fixture *f = *state;
+	struct fg_gateway *gw = &f->gw;
+	static struct fg_gw_request g[4], big;
+	struct fg_request_shape s = shape(4 * 11990, 10, 1), large = shape(4 * 19990, 10, 1);
+
+	gw->kv.node_cap = 50000;
+	for (int i = 0; i < 3; i++) {
+		assert_int_equal(fg_gw_admit(gw, &g[i], 1, "m", &s, 0).outcome, FG_GW_QUEUED);
+		assert_ptr_equal(fg_gw_dispatch(gw, 0), &g[i]);
+		fg_gw_first_token(gw, &g[i], 0);
+	}
+	assert_int_equal(gw->kv.node_reserved, 36000);
+	assert_int_equal(fg_gw_admit(gw, &big, 0, "m", &large, 1).outcome, FG_GW_QUEUED);
+	assert_int_equal(fg_gw_admit(gw, &g[3], 1, "m", &s, 1).outcome, FG_GW_QUEUED);
+	/* acme's 20,000 do not fit the 14,000 left; globex's 12,000 would */
+	assert_null(fg_gw_dispatch(gw, 2));
+	struct fg_usage u = { .prompt_tokens = 11990, .completion_tokens = 10 };
+	fg_gw_finish(gw, &g[0], &u, 3);
+	assert_ptr_equal(fg_gw_dispatch(gw, 4), &big);
+	fg_gw_first_token(gw, &big, 5);
+	assert_null(fg_gw_dispatch(gw, 6)); /* 44,000 + 12,000 > 50,000 */
+	fg_gw_finish(gw, &g[1], &u, 7);
+	assert_ptr_equal(fg_gw_dispatch(gw, 8), &g[3]);
+	fg_gw_abort(gw, &g[2], 9);
+	fg_gw_abort(gw, &g[3], 9);
+	fg_gw_abort(gw, &big, 9);
+	assert_int_equal(gw->kv.node_reserved, 0);
+}
+
 static void queue_timeout_refunds_and_says_so(void **state)
 {
 	struct fixture *f = *state;
@@ -253,7 +360,9 @@ static void queue_timeout_refunds_and_says_so(void **state)
 	assert_null(fg_gw_expire(gw, 30 * NS, &why));
 	assert_ptr_equal(fg_gw_expire(gw, 31 * NS, &why), &b);
 	assert_int_equal(why.outcome, FG_GW_TIMED_OUT);
-	assert_int_equal(why.wait_ns, 30 * NS);
+	/* as long as it waited, spread by up to FG_RETRY_SPREAD */
+	assert_true(why.wait_ns >= 30 * NS);
+	assert_true(why.wait_ns <= (uint64_t)(30 * NS * (1 + FG_RETRY_SPREAD)));
 	assert_non_null(strstr(why.reason, "not charged"));
 	assert_int_equal(gw->t[1].timed_out, 1);
 	assert_int_equal(gw->t[1].inflight, 1);
@@ -560,6 +669,9 @@ int main(void)
 		cmocka_unit_test_setup_teardown(refusals_say_why, setup, teardown),
 		cmocka_unit_test_setup_teardown(retry_after_from_refill, setup, teardown),
 		cmocka_unit_test_setup_teardown(kv_cap_makes_tenant_wait_not_others, setup, teardown),
+		cmocka_unit_test_setup_teardown(large_prompt_goes_in_its_turn, setup, teardown),
+		cmocka_unit_test_setup_teardown(refused_request_costs_its_turn, setup, teardown),
+		cmocka_unit_test_setup_teardown(node_kv_wait_holds_the_others, setup, teardown),
 		cmocka_unit_test_setup_teardown(queue_timeout_refunds_and_says_so, setup, teardown),
 		cmocka_unit_test_setup_teardown(reload_keeps_buckets_and_queues, setup, teardown),
 		cmocka_unit_test_setup_teardown(overload_sheds_lowest_tiers_first, setup, teardown),
