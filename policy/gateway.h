@@ -79,6 +79,8 @@ struct fg_gw_tenant {
 	uint32_t inflight;            /* admitted and not finished (queued + sent) */
 	uint64_t admitted, rejected, never, timed_out, settled, aborted;
 	uint64_t usage_clamped;       /* engine reported a prompt above max_context */
+	double refused_units;         /* priced and told to retry later (429): unmet demand */
+	double refused_peak;          /* the largest such price since a reader reset it */
 	uint64_t deny_until_ns;       /* what the kernel should enforce */
 };
 
