@@ -12,5 +12,6 @@ int fg_cmd_tenant_show(int argc, char **argv);   /* ctl_tenant.c */
 int fg_cmd_tenant_deny(int argc, char **argv);   /* ctl_tenant.c */
 int fg_cmd_tenant_allow(int argc, char **argv);  /* ctl_tenant.c */
 int fg_cmd_status(int argc, char **argv);        /* ctl_status.c */
+int fg_cmd_fleet(int argc, char **argv);         /* ctl_fleet.c */
 
 #endif

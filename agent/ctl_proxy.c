@@ -210,6 +210,8 @@ static const char *needs_restart(const struct fg_policy *old, const struct fg_po
 		return "agent.metrics_listen";
 	if (strcmp(old->agent.salt_secret_file, np->agent.salt_secret_file))
 		return "agent.salt_secret_file";
+	if (memcmp(&old->agent.fleet, &np->agent.fleet, sizeof(old->agent.fleet)))
+		return "agent.fleet";
 	return NULL;
 }
 

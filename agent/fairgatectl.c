@@ -23,6 +23,7 @@ static const struct command commands[] = {
 	  "tenant deny NAME --mode delay|shed --for DURATION [--json]" },
 	{ "tenant", "allow", fg_cmd_tenant_allow, "tenant allow NAME [--json]" },
 	{ "status", NULL, fg_cmd_status, "status [--json]" },
+	{ "fleet", NULL, fg_cmd_fleet, "fleet [--json]" },
 };
 
 static void usage(FILE *f)
