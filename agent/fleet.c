@@ -15,7 +15,7 @@
 #include "agent/fleet_client.h"
 #include "agent/proxy_internal.h"
 
-#define TICK_MAX_NS 100000000ull /* observe and shape at least this often */
+#define TICK_MAX_NS 20000000ull /* observe and shape at least this often */
 #define LEAVE_WAIT_NS 1000000000ull
 
 struct fleet_view {

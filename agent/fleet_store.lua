@@ -171,14 +171,18 @@ local function fg_grant(keys, args)
   -- Refill to now. Units the nodes hold count against the depth, as they
   -- would in one bucket: the level stops at depth less what they hold
   -- (as they last reported it), so a full bucket and full nodes never make
-  -- more than one bucket's burst. A level already above that stays (a
-  -- debt refills like any level).
+  -- more than one bucket's burst. Refill the nodes have used and not yet
+  -- reported (this call's, and what the others may have) is still to be
+  -- charged: the level may stand above the stop by that much, or a long
+  -- silence (Redis down while the nodes kept serving) would be charged in
+  -- full against a refill cut short at the stop. A level already above
+  -- the stop stays (a debt refills like any level).
   local top = D - held - math.max(0, has)
   if fresh then level = math.min(level, math.max(0, top)) end
-  if now > stamp and level < top then
-    level = math.min(top, level + R * (now - stamp) / 1e6)
+  local stop = top + unreported + (seen == epoch and not fresh and refill or 0)
+  if now > stamp and level < stop then
+    level = math.min(stop, level + R * (now - stamp) / 1e6)
   end
-  if level > D then level = D end
 
   -- charges: what the node refilled and billed since its last answered call.
   -- Reports that belong to another epoch are not this bucket's.

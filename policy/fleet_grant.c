@@ -111,6 +111,7 @@ void fg_fleet_observe(struct fg_fleet_tenant *ft, struct fg_bucket *b,
 	ft->level_mark = level;
 	ft->consumed_mark = books->consumed;
 	ft->refused_mark = books->refused;
+	ft->backlog = nonneg(books->refused - ft->call_refused);
 	if (books->billed > ft->billed_mark) {
 		ft->usage_unreported += books->billed - ft->billed_mark;
 		ft->billed_mark = books->billed;
@@ -150,7 +151,7 @@ double fg_fleet_want(const struct fg_fleet_tenant *ft, struct fg_bucket *b,
 	double target = ft->demand * (p->period_s + p->buffer_s);
 
 	target = fmax(target, fg_fleet_idle_hold(p, typical_cost));
-	target += fmax(ft->refused_peak, ft->refused_peak_prev);
+	target += fmax(ft->backlog, fmax(ft->refused_peak, ft->refused_peak_prev));
 	double want = target - fg_bucket_level(b, now_ns) - b->rate * p->period_s;
 	return fmin(nonneg(want), p->depth);
 }
@@ -175,10 +176,12 @@ bool fg_fleet_due(const struct fg_fleet_tenant *ft, struct fg_bucket *b,
 		return !ft->idle_declared && since >= T;
 	if (since >= T)
 		return true;
+	/* refusals get an early call only while the fleet had units left to
+	 * grant: a node of a drained fleet learns nothing sooner than T */
+	if (refused && ft->last.fleet_avail > 0 && since >= FG_FLEET_BURST_GAP * T)
+		return true;
 	if (since < FG_FLEET_MIN_GAP * T)
 		return false;
-	if (refused)
-		return true;
 	double cap = b->cap > 0 ? b->cap : fg_fleet_hold_cap(ft, p, b->rate, typical_cost);
 	return fg_bucket_level(b, now_ns) < FG_FLEET_EARLY_LEVEL * cap;
 }
@@ -219,6 +222,7 @@ const struct fg_fleet_call *fg_fleet_prepare(struct fg_fleet_tenant *ft, struct 
 	c->sent_ns = now_ns;
 	ft->call_consumed = books->consumed;
 	ft->call_refused = books->refused;
+	ft->backlog = 0;
 	ft->refused_peak_prev = ft->refused_peak;
 	ft->refused_peak = 0;
 	return c;
@@ -234,8 +238,17 @@ void fg_fleet_apply(struct fg_fleet_tenant *ft, struct fg_bucket *b,
 	ft->in_flight = false;
 	ft->retry = false;
 	ft->seq = c->seq;
-	ft->refill_unreported = nonneg(ft->refill_unreported - c->refill);
-	ft->usage_unreported = nonneg(ft->usage_unreported - c->usage);
+	if (strncmp(c->epoch, a->epoch, sizeof(c->epoch))) {
+		/* a bucket this node had not seen (new, or the store lost the old
+		 * one): what it refilled and billed before belongs to no bucket
+		 * that still exists, and charging it to the new one would bill
+		 * an outage twice */
+		ft->refill_unreported = 0;
+		ft->usage_unreported = 0;
+	} else {
+		ft->refill_unreported = nonneg(ft->refill_unreported - c->refill);
+		ft->usage_unreported = nonneg(ft->usage_unreported - c->usage);
+	}
 	if (strncmp(ft->epoch, a->epoch, sizeof(ft->epoch))) {
 		if (ft->epoch[0])
 			ft->epoch_changes++;

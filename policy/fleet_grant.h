@@ -44,6 +44,7 @@
 #define FG_FLEET_MIN_SHARE 1e-3   /* of the contract: the least rate a node holds */
 #define FG_FLEET_EARLY_LEVEL 0.25 /* call early under this share of the hold cap */
 #define FG_FLEET_MIN_GAP 0.125    /* ... but at most once per this share of T */
+#define FG_FLEET_BURST_GAP 0.02   /* refusals while the fleet has units to grant: this soon */
 #define FG_FLEET_RETRY_GAP 0.25   /* a failed call is retried after this share of T */
 #define FG_FLEET_IDLE_HOLD_S 0.1  /* no typical request yet: hold this many seconds of the contract */
 
@@ -126,6 +127,7 @@ struct fg_fleet_tenant {
 	double billed_mark;
 	double refill_unreported, usage_unreported;
 	double refused_peak, refused_peak_prev;
+	double backlog;         /* units refused since the last call */
 	/* the call */
 	bool in_flight, retry;
 	struct fg_fleet_call call;
@@ -163,8 +165,9 @@ void fg_fleet_observe(struct fg_fleet_tenant *ft, struct fg_bucket *b,
 void fg_fleet_shape(struct fg_fleet_tenant *ft, struct fg_bucket *b,
 		    const struct fg_fleet_params *p, double typical_cost, uint64_t now_ns);
 
-/* Units to ask for: the period's expected spend plus buffer and the
- * largest recent refusal, less what is held and what the rate brings. */
+/* Units to ask for: the period's expected spend plus buffer and what was
+ * refused since the last call (at least the largest recent refusal), less
+ * what is held and what the rate brings. */
 double fg_fleet_want(const struct fg_fleet_tenant *ft, struct fg_bucket *b,
 		     const struct fg_fleet_params *p, double typical_cost, uint64_t now_ns);
 /* Whether a call should go now (after observe). */

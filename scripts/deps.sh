@@ -8,7 +8,7 @@ BUILD_PKGS="build-essential clang llvm libbpf-dev libelf-dev zlib1g-dev bpftool
   libyaml-dev libjansson-dev libyajl-dev libssl-dev libhttp-parser-dev libcmocka-dev libclang-rt-14-dev
   libhiredis-dev"
 # redis-server: the fleet tests start their own (agent.fleet's quota store)
-RUN_PKGS="iproute2 curl procps util-linux bsdextrautils ethtool jq bc openssl redis-server"
+RUN_PKGS="iproute2 iptables curl procps util-linux bsdextrautils ethtool jq bc openssl redis-server"
 BENCH_PKGS="nginx-light wrk"
 
 want="$BUILD_PKGS $RUN_PKGS"

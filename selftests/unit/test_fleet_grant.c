@@ -185,6 +185,7 @@ static void want_table(void **state)
 		{ "plus the largest refused request", 0, 0, 1, 50, 400, 498 },
 		{ "never more than the depth", 5000, 0, 1, 10, 0, 2000 },
 		{ "a debt is asked for too", 600, -300, 200, 10, 0, 600 * 3 + 300 - 200 * 2 },
+		{ "what was refused since the last call (the backlog)", 0, 0, 1, 50, -900, 998 },
 	};
 	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
 		struct fg_fleet_tenant ft;
@@ -193,7 +194,12 @@ static void want_table(void **state)
 		fg_bucket_init(&b, rows[i].rate, P.depth, T0);
 		b.level = rows[i].level;
 		ft.demand = rows[i].demand;
-		ft.refused_peak = rows[i].refused;
+		/* a negative figure in the table is a backlog, a positive one the
+		 * largest refusal */
+		if (rows[i].refused < 0)
+			ft.backlog = -rows[i].refused;
+		else
+			ft.refused_peak = rows[i].refused;
 		double w = fg_fleet_want(&ft, &b, &P, rows[i].typical, T0);
 		if (fabs(w - rows[i].want) > 1e-6) {
 			print_error("%s: want %.6g, expected %.6g\n", rows[i].name, w, rows[i].want);
@@ -208,22 +214,25 @@ static void due_rules(void **state)
 	static const struct {
 		const char *name;
 		bool called, in_flight, retry, idle_declared;
-		double since_s, used, refused, refill, level;
+		double since_s, used, refused, refill, level, fleet_avail;
 		bool due;
 	} rows[] = {
-		{ "never called", false, false, false, false, 0, 0, 0, 0, 1000, true },
-		{ "one call at a time", true, true, false, false, 9, 10, 0, 0, 1000, false },
-		{ "a failed call: again after a quarter period", true, false, true, false, 0.4, 0, 0, 0, 1000, false },
-		{ "a failed call: again", true, false, true, false, 0.5, 0, 0, 0, 1000, true },
-		{ "active: every period", true, false, false, false, 2, 10, 0, 0, 1000, true },
-		{ "active, plenty held: not before the period", true, false, false, false, 1, 10, 0, 0, 1000, false },
-		{ "active, low: early", true, false, false, false, 0.3, 10, 0, 0, 10, true },
-		{ "low, but not twice in an eighth of T", true, false, false, false, 0.2, 10, 0, 0, 10, false },
-		{ "refused: early", true, false, false, false, 0.3, 0, 40, 0, 1000, true },
-		{ "unreported refill: every period", true, false, false, false, 2, 0, 0, 5, 1000, true },
-		{ "idle: say so once", true, false, false, false, 2, 0, 0, 0, 1000, true },
-		{ "idle, said so: nothing to report", true, false, false, true, 60, 0, 0, 0, 1000, false },
-		{ "idle, said so, used again", true, false, false, true, 0.3, 10, 0, 0, 10, true },
+		{ "never called", false, false, false, false, 0, 0, 0, 0, 1000, 0, true },
+		{ "one call at a time", true, true, false, false, 9, 10, 0, 0, 1000, 0, false },
+		{ "a failed call: again after a quarter period", true, false, true, false, 0.4, 0, 0, 0, 1000, 0, false },
+		{ "a failed call: again", true, false, true, false, 0.5, 0, 0, 0, 1000, 0, true },
+		{ "active: every period", true, false, false, false, 2, 10, 0, 0, 1000, 0, true },
+		{ "active, plenty held: not before the period", true, false, false, false, 1, 10, 0, 0, 1000, 0, false },
+		{ "active, low: early", true, false, false, false, 0.3, 10, 0, 0, 10, 0, true },
+		{ "low, but not twice in an eighth of T", true, false, false, false, 0.2, 10, 0, 0, 10, 0, false },
+		{ "refused, the fleet has units: at once (T/50)", true, false, false, false, 0.04, 0, 40, 0, 1000, 500, true },
+		{ "refused, not quite T/50 yet", true, false, false, false, 0.03, 0, 40, 0, 1000, 500, false },
+		{ "refused, the fleet drained: nothing sooner than T", true, false, false, false, 0.3, 0, 40, 0, 1000, 0, false },
+		{ "refused, drained, period over", true, false, false, false, 2, 0, 40, 0, 1000, 0, true },
+		{ "unreported refill: every period", true, false, false, false, 2, 0, 0, 5, 1000, 0, true },
+		{ "idle: say so once", true, false, false, false, 2, 0, 0, 0, 1000, 0, true },
+		{ "idle, said so: nothing to report", true, false, false, true, 60, 0, 0, 0, 1000, 0, false },
+		{ "idle, said so, used again", true, false, false, true, 0.3, 10, 0, 0, 10, 0, true },
 	};
 	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
 		struct fg_fleet_tenant ft;
@@ -239,6 +248,7 @@ static void due_rules(void **state)
 		ft.consumed_mark = rows[i].used;
 		ft.refused_mark = rows[i].refused;
 		ft.refill_unreported = rows[i].refill;
+		ft.last.fleet_avail = rows[i].fleet_avail;
 		bool due = fg_fleet_due(&ft, &b, &P, 10, at(rows[i].since_s));
 		if (due != rows[i].due) {
 			print_error("%s: due %d, want %d\n", rows[i].name, due, rows[i].due);
@@ -270,27 +280,27 @@ static void retry_resends_the_same_call(void **state)
 	fg_bucket_init(&b, 100, 2000, T0);
 	b.level = 0;
 	fg_fleet_tenant_init(&ft, &b, &bk, T0);
-	ft.last_ok_ns = T0;
-	ft.rate = 100;
+	fg_fleet_prepare(&ft, &b, &P, &bk, T0);
+	struct fg_fleet_answer a = answer("e1", 100, 0, 1);
+	fg_fleet_apply(&ft, &b, &P, &bk, &a, T0);
 	fg_fleet_observe(&ft, &b, &P, &bk, at(1));
 	struct fg_fleet_call first = *fg_fleet_prepare(&ft, &b, &P, &bk, at(1));
-	assert_int_equal(first.seq, 1);
+	assert_int_equal(first.seq, 2);
 	assert_near(first.refill, 100);
 	fg_fleet_failed(&ft, at(1.5));
 	assert_true(ft.retry);
 	fg_fleet_observe(&ft, &b, &P, &bk, at(2)); /* 100 more refill meanwhile */
 	const struct fg_fleet_call *again = fg_fleet_prepare(&ft, &b, &P, &bk, at(2));
-	assert_int_equal(again->seq, 1);
+	assert_int_equal(again->seq, 2);
 	assert_near(again->refill, first.refill);
 	assert_near(again->want, first.want);
 	assert_memory_equal(again, &first, sizeof(first));
-	struct fg_fleet_answer a = answer("e1", 100, 0, 1);
 	fg_fleet_apply(&ft, &b, &P, &bk, &a, at(2.1));
-	assert_int_equal(ft.seq, 1);
+	assert_int_equal(ft.seq, 2);
 	assert_false(ft.retry || ft.in_flight);
-	/* the store charged 100; the other 100 (+ 10 since) go in seq 2 */
+	/* the store charged 100; the other 100 (+ 10 since) go in seq 3 */
 	const struct fg_fleet_call *next = fg_fleet_prepare(&ft, &b, &P, &bk, at(2.1));
-	assert_int_equal(next->seq, 2);
+	assert_int_equal(next->seq, 3);
 	assert_near(next->refill, 110);
 	assert_string_equal(next->epoch, "e1");
 }
@@ -332,7 +342,8 @@ static void grants_trickle_and_epoch(void **state)
 	bk.consumed = bk.billed = 2300;
 	fg_fleet_observe(&ft, &b, &P, &bk, at(10));
 	assert_near(fg_bucket_level(&b, at(10)), -300);
-	assert_near(ft.refill_unreported, 400); /* the trickle to the cap; the debt is not refill */
+	/* the trickle's 400 to the cap went with the old epoch; the debt is not refill */
+	assert_near(ft.refill_unreported, 0);
 	ft.demand = 300;
 	/* 300/s over T + buffer, plus the debt, less the trickle's period */
 	assert_near(fg_fleet_want(&ft, &b, &P, 10, at(10)), 900 + 300 - 600);
@@ -357,6 +368,42 @@ static void epoch_sent_only_within_ttl(void **state)
 	assert_string_equal(fg_fleet_prepare(&ft, &b, &P, &bk, at(ttl - 1))->epoch, "e1");
 	fg_fleet_apply(&ft, &b, &P, &bk, &a, at(ttl - 1));
 	assert_string_equal(fg_fleet_prepare(&ft, &b, &P, &bk, at(2 * ttl))->epoch, "");
+}
+
+/* The store lost the bucket while this node was cut off: what it refilled
+ * meanwhile is not charged to the new bucket (the new one starts empty;
+ * charging the outage to it would bill it twice). With the same epoch (a
+ * store that kept its state) it is charged. */
+static void outage_refill_goes_with_its_epoch(void **state)
+{
+	(void)state;
+	struct fg_bucket b;
+	struct fg_fleet_tenant ft;
+	struct fg_fleet_books bk = books(0, 0);
+
+	for (int lost = 0; lost <= 1; lost++) {
+		fg_bucket_init(&b, 100, 2000, T0);
+		b.level = 0;
+		fg_fleet_tenant_init(&ft, &b, &bk, T0);
+		fg_fleet_prepare(&ft, &b, &P, &bk, T0);
+		struct fg_fleet_answer a = answer("e1", 100, 0, 1);
+		fg_fleet_apply(&ft, &b, &P, &bk, &a, T0);
+		fg_fleet_observe(&ft, &b, &P, &bk, at(1));
+		fg_fleet_prepare(&ft, &b, &P, &bk, at(1));
+		fg_fleet_failed(&ft, at(1.5)); /* the store went away */
+		fg_fleet_observe(&ft, &b, &P, &bk, at(20));
+		fg_fleet_shape(&ft, &b, &P, 0, at(20));
+		double outage = ft.refill_unreported;
+		assert_true(outage > 100);
+		fg_fleet_prepare(&ft, &b, &P, &bk, at(20)); /* the retry */
+		a = answer(lost ? "e2" : "e1", 100, 0, 1);
+		fg_fleet_apply(&ft, &b, &P, &bk, &a, at(20));
+		if (lost)
+			assert_near(ft.refill_unreported, 0);
+		else
+			assert_true(ft.refill_unreported > 0 && ft.refill_unreported < outage);
+		assert_int_equal(ft.epoch_changes, (uint64_t)lost);
+	}
 }
 
 static void idle_said_once(void **state)
@@ -410,6 +457,7 @@ int main(void)
 		cmocka_unit_test(retry_resends_the_same_call),
 		cmocka_unit_test(grants_trickle_and_epoch),
 		cmocka_unit_test(epoch_sent_only_within_ttl),
+		cmocka_unit_test(outage_refill_goes_with_its_epoch),
 		cmocka_unit_test(idle_said_once),
 		cmocka_unit_test(bounds),
 	};
