@@ -13,5 +13,6 @@ int fg_cmd_tenant_deny(int argc, char **argv);   /* ctl_tenant.c */
 int fg_cmd_tenant_allow(int argc, char **argv);  /* ctl_tenant.c */
 int fg_cmd_status(int argc, char **argv);        /* ctl_status.c */
 int fg_cmd_health(int argc, char **argv);        /* ctl_health.c */
+int fg_cmd_fleet(int argc, char **argv);         /* ctl_fleet.c */
 
 #endif

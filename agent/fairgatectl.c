@@ -24,6 +24,7 @@ static const struct command commands[] = {
 	{ "tenant", "allow", fg_cmd_tenant_allow, "tenant allow NAME [--json]" },
 	{ "status", NULL, fg_cmd_status, "status [--json]" },
 	{ "health", NULL, fg_cmd_health, "health [--ready] [--timeout SECONDS] [--json]" },
+	{ "fleet", NULL, fg_cmd_fleet, "fleet [--json]" },
 };
 
 static void usage(FILE *f)

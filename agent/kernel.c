@@ -621,6 +621,16 @@ int fg_kernel_publish_tenant(struct fg_agent_state *st, uint32_t tenant_id,
 	return 0;
 }
 
+bool fg_kernel_read_quota(struct fg_agent_state *st, uint32_t tenant_id,
+			  struct fg_tenant_quota *out)
+{
+	if (!st->kernel || !tenant_ok(st, tenant_id))
+		return false;
+	if (!fg_quota_snapshot(&st->kernel->maps.tenants[tenant_id].quota, out))
+		return false;
+	return out->updated_ns && out->updated_ns != FG_QUOTA_WRITING;
+}
+
 int fg_kernel_set_deny_from(struct fg_agent_state *st, uint32_t tenant_id, uint64_t until_ns,
 			    int verdict, int source)
 {

@@ -41,6 +41,11 @@ struct fg_tenant_pub {
 
 int fg_kernel_publish_tenant(struct fg_agent_state *st, uint32_t tenant_id,
 			     const struct fg_tenant_pub *pub);
+/* What the pinned map last held for a tenant (a previous fairgated's
+ * publish, or ours): false without kernel enforcement, when never
+ * published (updated_ns 0), or when a writer died inside a publish. */
+bool fg_kernel_read_quota(struct fg_agent_state *st, uint32_t tenant_id,
+			  struct fg_tenant_quota *out);
 
 /* Open (until_ns > now, verdict FG_VERDICT_DELAY/SHED) or clear (until_ns 0
  * or verdict FG_VERDICT_ALLOW) a tenant's deny window. until_ns is

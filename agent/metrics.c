@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "agent/engine_scrape.h"
+#include "agent/fleet.h"
 #include "agent/kernel.h"
 #include "agent/proxy_internal.h"
 
@@ -367,6 +368,8 @@ char *fg_metrics_render(struct fg_proxy *px, size_t *len)
 		node_value(&o, "fairgate_source_index_cidrs", "gauge",
 			   "Policy CIDRs in the last rebuild.", ix.statics);
 	}
+
+	fg_fleet_metrics(px, &o);
 
 	if (fg_buf_append(&o, "", 1)) { /* NUL for callers that print it */
 		fg_buf_free(&o);

@@ -83,6 +83,8 @@ static const char *needs_restart(const struct fg_policy *old, const struct fg_po
 		return "agent.metrics_listen";
 	if (strcmp(old->agent.salt_secret_file, np->agent.salt_secret_file))
 		return "agent.salt_secret_file";
+	if (memcmp(&old->agent.fleet, &np->agent.fleet, sizeof(old->agent.fleet)))
+		return "agent.fleet";
 	/* gate is attached once, at start */
 	if (!same_interfaces(&old->agent, &np->agent))
 		return "agent.interfaces (or agent.xdp_mode)";

@@ -13,7 +13,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "agent/bucket_restore.h"
 #include "agent/ctl_proxy.h"
+#include "agent/fleet.h"
 #include "agent/kernel.h"
 #include "agent/proxy.h"
 #include "agent/proxy_internal.h"
@@ -149,6 +151,9 @@ int fg_proxy_start(struct fg_agent_state *st, char *err, size_t errlen)
 		snprintf(err, errlen, "out of memory");
 		goto fail;
 	}
+	fg_bucket_restore(st, px->gw, fg_now_ns());
+	if (fg_fleet_start(px, err, errlen))
+		goto fail;
 	px->listen_fd = a->mode == FG_MODE_TRANSPARENT
 				? fg_proxy_transparent_listen(st, err, errlen)
 				: fg_listen_tcp(&a->listen, err, errlen, "agent.listen");
@@ -196,6 +201,7 @@ int fg_proxy_apply_policy(struct fg_agent_state *st, const struct fg_policy *p)
 	 * engine address lets connections in use finish and drops pooled ones */
 	const struct fg_policy *old = px->gw->policy;
 	fg_gw_reload(px->gw, p, fg_now_ns());
+	fg_fleet_apply_policy(px, p);
 	take_config(px, p);
 	fg_pool_set(px, &px->engine, &p->agent.engine);
 	fg_pool_set(px, &px->long_pool, lc);
@@ -233,6 +239,7 @@ void fg_proxy_stop(struct fg_agent_state *st)
 		fg_upstream_close(fg_container_of(px->busy.next, struct fg_upstream, link));
 	fg_pool_drain(&px->engine);
 	fg_pool_drain(&px->long_pool);
+	fg_fleet_stop(px); /* hands the leases back while the gateway still has them */
 	if (px->gw)
 		fg_sched_stop(px); /* after the clients: they settle into the gateway */
 	fg_quota_free(&px->quota);

@@ -194,6 +194,7 @@ struct fg_upstream {
 };
 
 struct fg_engine_scrape;
+struct fg_fleet;
 
 struct fg_proxy {
 	struct fg_agent_state *st;
@@ -203,6 +204,7 @@ struct fg_proxy {
 	uint16_t exempt_lo, exempt_hi, exempt_next; /* transparent mode source ports */
 	struct fg_gateway *gw;    /* bucket, queue, KV, engine window: the one source of truth */
 	struct fg_quota quota;
+	struct fg_fleet *fleet;   /* agent.fleet (agent/fleet.c); NULL alone */
 	struct fg_link clients;
 	struct fg_link busy;
 	uint32_t n_clients, n_busy;

@@ -310,6 +310,9 @@ struct fg_gw_decision fg_gw_admit(struct fg_gateway *gw, struct fg_gw_request *r
 		       "tenant's quota refills at %.0f units/s.",
 		       req->price.units, t->bucket.rate);
 		t->rejected++;
+		t->refused_units += req->price.units;
+		if (req->price.units > t->refused_peak)
+			t->refused_peak = req->price.units;
 		return d;
 	}
 

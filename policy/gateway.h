@@ -97,6 +97,8 @@ struct fg_gw_tenant {
 	uint64_t cut_off;             /* streams ended when their true prompt broke a limit */
 	uint64_t exact_counts;        /* admissions decided on the engine's /tokenize count */
 	struct fg_calibration cal;    /* this tenant's chars/token, learned from its own usage */
+	double refused_units;         /* priced and told to retry later (429): unmet demand */
+	double refused_peak;          /* the largest such price since a reader reset it */
 	uint64_t deny_until_ns;       /* what the kernel should enforce */
 	uint64_t retry_turn_ns;       /* when the bucket has refilled for every client told to retry */
 };

@@ -97,12 +97,30 @@ struct fg_tenant {
 	uint32_t n_sources;
 	struct fg_cidr sources[FG_MAX_SOURCES];
 	enum fg_cache_mode cache;
+	double fleet_floor_units_per_s; /* agent.fleet: this node's share never drops below */
 };
 
 struct fg_hostport {
 	char host[FG_HOSTPORT_MAX]; /* numeric address as written, without the [] of
 				     * an IPv6 address (ready for inet_pton); "" if unset */
 	uint16_t port;
+};
+
+/* agent.fleet: one bucket per tenant across every node, leased from Redis
+ * (policy/fleet_grant.h has the rules). Without the block, each node's
+ * buckets hold the whole contract, as on a single node. */
+#define FG_FLEET_NODE_MAX 64
+struct fg_fleet_cfg {
+	bool enabled;                    /* the block is present */
+	char redis_host[FG_HOSTPORT_MAX];/* a name (resolved by the grant thread) or an address */
+	uint16_t redis_port;
+	char redis_unix[FG_PATH_MAX];    /* or a unix socket path; "" = TCP */
+	char node[FG_FLEET_NODE_MAX];    /* this node's name in the fleet; "" = hostname */
+	double period_s;                 /* T: a grant covers this long (2) */
+	double buffer_s;                 /* held beyond the period's expected spend (1) */
+	double node_timeout_s;           /* a node silent this long is presumed gone (300) */
+	double call_timeout_s;           /* one Redis round trip, connect included (0.5) */
+	char password_file[FG_PATH_MAX]; /* AUTH with its first line; "" = none */
 };
 
 enum fg_agent_mode { FG_MODE_FRONT = 0, FG_MODE_TRANSPARENT = 1 };
@@ -166,6 +184,7 @@ struct fg_agent {
 	/* transparent mode: with no agent listener, steer lets connections
 	 * through to the engine (1, the default) or refuses them (0) */
 	int steer_fail_open;
+	struct fg_fleet_cfg fleet;
 };
 
 struct fg_policy {

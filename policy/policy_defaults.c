@@ -60,4 +60,8 @@ void fg_policy_defaults(struct fg_policy *p)
 	a->upstream_timeout_s = 600;
 	a->tokenize_timeout_s = 2;
 	a->steer_fail_open = 1;
+	a->fleet.period_s = 2;
+	a->fleet.buffer_s = 1;
+	a->fleet.node_timeout_s = 300;
+	a->fleet.call_timeout_s = 0.5;
 }

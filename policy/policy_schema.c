@@ -5,10 +5,12 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include "cost_model.h"
 #include "pricing.h"
 #include "request_path.h"
+#include "policy_addr.h"
 #include "policy_suggest.h"
 
 #define INF INFINITY
@@ -276,7 +278,7 @@ static const struct fg_enum_name cache_modes[] = {
 	{ "salted", FG_CACHE_SALTED }, { "shared", FG_CACHE_SHARED }, { NULL, 0 },
 };
 
-enum { TENANT_UNITS = 2, TENANT_REPLICAS = 3, TENANT_BURST = 4 };
+enum { TENANT_UNITS = 2, TENANT_REPLICAS = 3, TENANT_BURST = 4, TENANT_FLOOR = 8 };
 static const struct fg_field tenant_fields[] = {
 	STR("name", FG_K_NAME, struct fg_tenant, name, REQ),
 	CUSTOM("tier", decode_tenant_tier, REQ),
@@ -286,6 +288,8 @@ static const struct fg_field tenant_fields[] = {
 	CUSTOM("keys", decode_keys, 0),
 	LIST("sources", FG_K_CIDRS, struct fg_tenant, sources, n_sources, 0),
 	ENUM("cache", struct fg_tenant, cache, cache_modes),
+	[TENANT_FLOOR] = DBL("fleet_floor_units_per_s", struct fg_tenant, fleet_floor_units_per_s,
+			     0, 1e12, 0),
 };
 static const struct fg_schema tenant_schema = SCHEMA(tenant_fields);
 
@@ -318,6 +322,11 @@ static int decode_tenant(struct fg_pctx *c, const struct fg_ynode *m, struct fg_
 	}
 	if (!(seen & (1ull << TENANT_BURST)))
 		t->burst_s = c->p->tiers[t->tier].burst_s;
+	if (t->fleet_floor_units_per_s > t->units_per_s)
+		return fg_pfail(c, fg_ymap_get(m, "fleet_floor_units_per_s"),
+				"%s (tenant '%s'): fleet_floor_units_per_s %g exceeds the tenant's "
+				"%g units/s; a node's floor is a part of the contract",
+				path, t->name, t->fleet_floor_units_per_s, t->units_per_s);
 	return 0;
 }
 
@@ -515,6 +524,78 @@ static int decode_passthrough(struct fg_pctx *c, const struct fg_ynode *v, void 
 	}
 	return 0;
 }
+/* agent.fleet.redis: HOST:PORT (a name is resolved by the grant thread, never
+ * at start: the agent must start without DNS) or an absolute unix socket path. */
+static int decode_fleet_redis(struct fg_pctx *c, const struct fg_ynode *v, void *base,
+			      const char *path)
+{
+	struct fg_fleet_cfg *f = base;
+	char q[64];
+	const char *s;
+
+	if (fg_decode_string(c, v, path, &s))
+		return -1;
+	if (s[0] == '/') {
+		if (v->len >= sizeof(f->redis_unix))
+			return fg_pfail(c, v, "%s: the socket path is too long", path);
+		snprintf(f->redis_unix, sizeof(f->redis_unix), "%s", s);
+		return 0;
+	}
+	struct fg_hostport hp;
+	char why[128];
+	if (s[0] == '[' || (s[0] >= '0' && s[0] <= '9')) {
+		if (v->len >= FG_HOSTPORT_MAX || fg_parse_hostport(s, &hp, why, sizeof(why)))
+			return fg_pfail(c, v, "%s %s: %s", path, fg_quote(v, q, sizeof(q)),
+					v->len >= FG_HOSTPORT_MAX ? "too long" : why);
+		snprintf(f->redis_host, sizeof(f->redis_host), "%s", hp.host);
+		f->redis_port = hp.port;
+		return 0;
+	}
+	const char *colon = strrchr(s, ':');
+	char *end = NULL;
+	unsigned long port = colon ? strtoul(colon + 1, &end, 10) : 0;
+	size_t n = colon ? (size_t)(colon - s) : 0;
+	if (!colon || !n || n >= sizeof(f->redis_host) || !end || *end || end == colon + 1 ||
+	    port < 1 || port > 65535)
+		return fg_pfail(c, v, "%s must be HOST:PORT (e.g. redis.fairgate.svc:6379 or "
+				"10.0.0.5:6379) or an absolute unix socket path, got %s",
+				path, fg_quote(v, q, sizeof(q)));
+	for (size_t i = 0; i < n; i++) {
+		char ch = s[i];
+		if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+		      ch == '-' || ch == '.'))
+			return fg_pfail(c, v, "%s: %s is not a host name", path,
+					fg_quote(v, q, sizeof(q)));
+	}
+	memcpy(f->redis_host, s, n);
+	f->redis_host[n] = '\0';
+	f->redis_port = (uint16_t)port;
+	return 0;
+}
+
+/* hiredis 0.14 (Debian 12) has no TLS: say so instead of sending the
+ * password and the quotas in clear text to a server that expects TLS. */
+static int decode_fleet_tls(struct fg_pctx *c, const struct fg_ynode *v, void *base,
+			    const char *path)
+{
+	(void)base;
+	return fg_pfail(c, v, "%s: TLS to Redis is not supported by this build (hiredis 0.14 has "
+			"no TLS); reach Redis over a private network, a unix socket, or a local "
+			"TLS tunnel (stunnel, a sidecar) and point agent.fleet.redis at its "
+			"plain end", path);
+}
+
+static const struct fg_field fleet_fields[] = {
+	CUSTOM("redis", decode_fleet_redis, REQ),
+	STR("node", FG_K_NAME, struct fg_fleet_cfg, node, 0),
+	DBL("period_s", struct fg_fleet_cfg, period_s, 0.05, 60, 0),
+	DBL("buffer_s", struct fg_fleet_cfg, buffer_s, 0, 60, 0),
+	DBL("node_timeout_s", struct fg_fleet_cfg, node_timeout_s, 1, 86400, 0),
+	DBL("call_timeout_s", struct fg_fleet_cfg, call_timeout_s, 0.01, 10, 0),
+	STR("password_file", FG_K_PATH, struct fg_fleet_cfg, password_file, 0),
+	CUSTOM("tls", decode_fleet_tls, 0),
+};
+static const struct fg_schema fleet_schema = SCHEMA(fleet_fields);
 
 static const struct fg_field agent_fields[] = {
 	ENUM("mode", struct fg_agent, mode, agent_modes),
@@ -539,6 +620,7 @@ static const struct fg_field agent_fields[] = {
 	SUB("timeouts", 0, timeouts_schema, 0),
 	ENUM("steer_fail_open", struct fg_agent, steer_fail_open, booleans),
 	CUSTOM("passthrough", decode_passthrough, 0),
+	SUB("fleet", offsetof(struct fg_agent, fleet), fleet_schema, 0),
 };
 static const struct fg_schema agent_schema = SCHEMA(agent_fields);
 
@@ -561,6 +643,14 @@ static int decode_agent(struct fg_pctx *c, const struct fg_ynode *v, void *base,
 
 	if (fg_decode_map(c, v, &agent_schema, a, path, NULL))
 		return -1;
+	const struct fg_ynode *fleet = fg_ymap_get(v, "fleet");
+	a->fleet.enabled = fleet != NULL;
+	/* a silent node keeps its fallback share until presumed gone: that must
+	 * outlast the 2T in which it still uses its last lease */
+	if (fleet && a->fleet.node_timeout_s < 3 * a->fleet.period_s)
+		return fg_pfail(c, at_either(fleet, "node_timeout_s", "period_s"),
+				"agent.fleet.node_timeout_s %g must be at least 3 x period_s (%g s)",
+				a->fleet.node_timeout_s, 3 * a->fleet.period_s);
 	/* Transparent mode: the engine keeps the protected port and steer hands
 	 * connections to the agent's socket wherever it is, so without a
 	 * `listen` the agent takes an ephemeral loopback port ("" = that). */

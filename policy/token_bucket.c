@@ -11,10 +11,13 @@ static void refill(struct fg_bucket *b, uint64_t now_ns)
 	if (now_ns <= b->stamp_ns)
 		return; /* same instant, or a caller's clock behind ours: no refill */
 	double dt = (double)(now_ns - b->stamp_ns) / 1e9;
-	b->level += b->rate * dt;
-	if (b->level > b->depth)
-		b->level = b->depth;
+	double top = b->cap > 0 && b->cap < b->depth ? b->cap : b->depth;
 	b->stamp_ns = now_ns;
+	if (b->level >= top)
+		return; /* above a cap by grants: refill adds nothing, takes nothing */
+	b->level += b->rate * dt;
+	if (b->level > top)
+		b->level = top;
 }
 
 static double sane(double v)
@@ -28,6 +31,7 @@ void fg_bucket_init(struct fg_bucket *b, double rate, double depth, uint64_t now
 	b->depth = sane(depth);
 	b->level = b->depth;
 	b->stamp_ns = now_ns;
+	b->cap = 0;
 }
 
 void fg_bucket_reshape(struct fg_bucket *b, double rate, double depth, uint64_t now_ns)

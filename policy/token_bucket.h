@@ -22,6 +22,11 @@ struct fg_bucket {
 	double depth;      /* units */
 	double level;      /* units available at stamp_ns; < 0 is debt */
 	uint64_t stamp_ns; /* when level was last brought up to date */
+	/* Refill stops here when 0 < cap < depth (0: at depth). A node under
+	 * agent.fleet keeps what its lease is worth, not the whole contract;
+	 * grants and refunds still count up to depth, which stays the
+	 * contract's, so "can ever fit" does not change. */
+	double cap;
 };
 
 /* A new bucket starts full. */

@@ -7,8 +7,10 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 
 BUILD_PKGS="build-essential clang llvm libbpf-dev libelf-dev zlib1g-dev bpftool
-  libyaml-dev libjansson-dev libyajl-dev libssl-dev libhttp-parser-dev libcmocka-dev libclang-rt-14-dev"
-RUN_PKGS="iproute2 curl procps util-linux bsdextrautils ethtool jq bc openssl"
+  libyaml-dev libjansson-dev libyajl-dev libssl-dev libhttp-parser-dev libcmocka-dev libclang-rt-14-dev
+  libhiredis-dev"
+# redis-server: the fleet tests start their own (agent.fleet's quota store)
+RUN_PKGS="iproute2 iptables curl procps util-linux bsdextrautils ethtool jq bc openssl redis-server"
 # the image test (selftests/e2e/deploy_image.sh): podman, and runc because
 # crun refuses a kernel with a hybrid cgroup layout
 RUN_PKGS="$RUN_PKGS podman runc"
@@ -53,9 +55,10 @@ fi
 echo "deps: installing ${missing[*]}"
 export DEBIAN_FRONTEND=noninteractive
 apt-get update -q >/dev/null
-# nginx's postinst would start a system nginx on :80; the benchmarks start
-# their own, so keep the package from launching one.
-if printf '%s\n' "${missing[@]}" | grep -q nginx; then
+# nginx's and redis-server's postinst would start a system nginx on :80 and a
+# system Redis on :6379; the benchmarks and tests start their own, so keep the
+# packages from launching one.
+if printf '%s\n' "${missing[@]}" | grep -qE 'nginx|redis'; then
 	printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d; chmod +x /usr/sbin/policy-rc.d
 	trap 'rm -f /usr/sbin/policy-rc.d' EXIT
 fi

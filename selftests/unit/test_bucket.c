@@ -152,6 +152,31 @@ static void reshape_keeps_level_and_clamps(void **state)
 	assert_near(fg_bucket_level(&b, T0 + 3 * S), 500);
 }
 
+/* agent.fleet: refill stops at the cap, what comes in by settle (a grant)
+ * still counts to the depth, and "can ever fit" stays the depth's */
+static void refill_stops_at_the_cap(void **state)
+{
+	(void)state;
+	struct fg_bucket b;
+
+	fg_bucket_init(&b, 100, 1000, T0);
+	assert_true(fg_bucket_reserve(&b, 1000, T0));
+	b.cap = 250;
+	assert_near(fg_bucket_level(&b, T0 + S), 100);
+	assert_near(fg_bucket_level(&b, T0 + 10 * S), 250);
+	fg_bucket_settle(&b, 500, 0, T0 + 10 * S); /* a grant of 500 units */
+	assert_near(fg_bucket_level(&b, T0 + 10 * S), 750);
+	assert_near(fg_bucket_level(&b, T0 + 20 * S), 750); /* above the cap: refill adds nothing */
+	assert_true(fg_bucket_can_ever_fit(&b, 1000));
+	assert_true(fg_bucket_reserve(&b, 700, T0 + 20 * S));
+	assert_near(fg_bucket_level(&b, T0 + 21 * S), 150);
+	assert_near(fg_bucket_level(&b, T0 + 30 * S), 250);
+	b.cap = 2000; /* a cap above the depth is the depth */
+	assert_near(fg_bucket_level(&b, T0 + 60 * S), 1000);
+	fg_bucket_init(&b, 100, 1000, T0);
+	assert_near(b.cap, 0); /* a new bucket has none */
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -165,6 +190,7 @@ int main(void)
 		cmocka_unit_test(settle_charges_the_overshoot_as_debt),
 		cmocka_unit_test(settle_never_overfills),
 		cmocka_unit_test(reshape_keeps_level_and_clamps),
+		cmocka_unit_test(refill_stops_at_the_cap),
 	};
 	return cmocka_run_group_tests_name("bucket", tests, NULL, NULL);
 }

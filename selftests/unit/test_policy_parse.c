@@ -531,6 +531,22 @@ static const struct bad_case bad_cases[] = {
 	{ T1 "agent:\n  passthrough: [{path: /x, methods: [GET], units: -1}]\n", 0, 6, 51, "must be in [0, " },
 	/* replica.model's tokenizer prior */
 	{ TIERS "tenants: []\nreplica:\n  model: {name: m, params: 1e9, layers: 1, kv_heads: 1, head_dim: 1, chars_per_token: 40}\n", 0, 5, 87, "chars_per_token must be in [1, 16]" },
+	/* agent.fleet */
+	{ T1 "agent:\n  fleet: {node: a}\n", 0, 6, 10, "agent.fleet is missing required key 'redis'" },
+	{ T1 "agent:\n  fleet: {redis: 10.0.0.1:6379, tls: {ca: /x}}\n", 0, 6, 38,
+	  "agent.fleet.tls: TLS to Redis is not supported by this build (hiredis 0.14 has no TLS)" },
+	{ T1 "agent:\n  fleet: {redis: redis}\n", 0, 6, 18, "agent.fleet.redis must be HOST:PORT" },
+	{ T1 "agent:\n  fleet: {redis: 'red is:6379'}\n", 0, 6, 18, "'red is:6379' is not a host name" },
+	{ T1 "agent:\n  fleet: {redis: 10.0.0.1:0}\n", 0, 6, 18, "port must be a number from 1 to 65535" },
+	{ T1 "agent:\n  fleet: {redis: r:6379, period_s: 0}\n", 0, 6, 36, "agent.fleet.period_s must be in [0.05, 60], got 0" },
+	{ T1 "agent:\n  fleet: {redis: r:6379, period_s: 20, node_timeout_s: 50}\n", 0, 6, 56,
+	  "agent.fleet.node_timeout_s 50 must be at least 3 x period_s (60 s)" },
+	{ T1 "agent:\n  fleet: {redis: r:6379, password_file: pw}\n", 0, 6, 41,
+	  "agent.fleet.password_file must be an absolute path" },
+	{ T1 "agent:\n  fleet: {redis: r:6379, node: 'a b'}\n", 0, 6, 32, "agent.fleet.node 'a b' may only use letters, digits" },
+	{ T1 "agent:\n  fleet: {redis: r:6379, perod_s: 1}\n", 0, 6, 26, "unknown key 'perod_s' in agent.fleet; did you mean 'period_s'?" },
+	{ TB "    fleet_floor_units_per_s: 2\n", 0, 7, 30,
+	  "fleet_floor_units_per_s 2 exceeds the tenant's 1 units/s" },
 };
 
 static void test_malformed_table(void **state)
@@ -801,6 +817,38 @@ static void test_addresses(void **state)
 	assert_int_equal(fg_parse_cidr("fd00::/129", &a, why, sizeof(why)), -1);
 }
 
+/* agent.fleet: the store as a name, an address or a unix socket; defaults */
+static void test_fleet_block(void **state)
+{
+	(void)state;
+	struct fg_policy *p = malloc(sizeof(*p));
+
+	assert_parses(T1, p);
+	assert_false(p->agent.fleet.enabled);
+	assert_parses(T1 "agent:\n  fleet: {redis: redis.fairgate.svc.cluster.local:6379}\n", p);
+	assert_true(p->agent.fleet.enabled);
+	assert_string_equal(p->agent.fleet.redis_host, "redis.fairgate.svc.cluster.local");
+	assert_int_equal(p->agent.fleet.redis_port, 6379);
+	assert_string_equal(p->agent.fleet.redis_unix, "");
+	assert_string_equal(p->agent.fleet.node, "");
+	assert_true(p->agent.fleet.period_s == 2 && p->agent.fleet.buffer_s == 1 &&
+		    p->agent.fleet.node_timeout_s == 300 && p->agent.fleet.call_timeout_s == 0.5);
+	assert_parses(T1 "agent:\n  fleet: {redis: \"[fd00::5]:6380\", node: gpu-7.zone-b, period_s: 0.5,"
+		      " buffer_s: 0, node_timeout_s: 10, call_timeout_s: 0.2, password_file: /run/pw}\n", p);
+	assert_string_equal(p->agent.fleet.redis_host, "fd00::5");
+	assert_int_equal(p->agent.fleet.redis_port, 6380);
+	assert_string_equal(p->agent.fleet.node, "gpu-7.zone-b");
+	assert_true(p->agent.fleet.period_s == 0.5 && p->agent.fleet.buffer_s == 0 &&
+		    p->agent.fleet.node_timeout_s == 10 && p->agent.fleet.call_timeout_s == 0.2);
+	assert_string_equal(p->agent.fleet.password_file, "/run/pw");
+	assert_parses(T1 "agent:\n  fleet: {redis: /run/redis/redis.sock}\n", p);
+	assert_string_equal(p->agent.fleet.redis_unix, "/run/redis/redis.sock");
+	assert_string_equal(p->agent.fleet.redis_host, "");
+	assert_parses(TB "    fleet_floor_units_per_s: 0.5\n", p);
+	assert_true(p->tenants[0].fleet_floor_units_per_s == 0.5);
+	free(p);
+}
+
 static void test_file_errors(void **state)
 {
 	(void)state;
@@ -829,6 +877,7 @@ int main(void)
 		cmocka_unit_test(test_malformed_table),
 		cmocka_unit_test(test_deep_nesting),
 		cmocka_unit_test(test_limits),
+		cmocka_unit_test(test_fleet_block),
 		cmocka_unit_test(test_truncated_example),
 		cmocka_unit_test(test_mutated_example),
 		cmocka_unit_test(test_suggest),
