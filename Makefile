@@ -30,8 +30,11 @@ endif
 BPF_CFLAGS := -g -O2 -target bpf -Wall -Werror -I. -I$(ARCH_INC)
 
 # Filled by */build.mk
-LIB_SRCS        :=   # pure logic linked everywhere (policy/)
-AGENT_LIB_SRCS  :=   # agent code without main(), also linked into tests
+FG_LIB_SRCS     :=   # lib/: event loop, buffers, sockets, control client (system libraries only)
+POLICY_SRCS     :=   # policy/: pure logic with an explicit clock
+MAPS_SRCS       :=   # maps/: userspace access to the pinned maps (ABI headers beside it)
+AGENT_LIB_SRCS  :=   # agent/ without main(), also linked into tests
+CLI_SRCS        :=   # cli/: fairgatectl's subcommands without main()
 SIM_LIB_SRCS    :=   # simulator code without main()
 FAIRGATED_MAIN  :=
 FAIRGATECTL_MAIN :=
@@ -47,11 +50,16 @@ include $(sort $(wildcard */build.mk bench/*.mk)) selftests/fuzz/fuzz.mk
 obj = $(patsubst %.c,$(BUILD)/obj/%.o,$(1))
 SKELS := $(patsubst bpf/%.bpf.c,$(BUILD)/include/%.skel.h,$(BPF_PROGS))
 BPF_OBJS := $(patsubst bpf/%.bpf.c,$(BUILD)/bpf/%.bpf.o,$(BPF_PROGS))
+# One archive per room; a binary links only the rooms it uses, upper first.
 LIBFG := $(BUILD)/libfg.a
+LIBPOLICY := $(BUILD)/libfgpolicy.a
+LIBMAPS := $(BUILD)/libfgmaps.a
 LIBAGENT := $(BUILD)/libfgagent.a
+LIBCLI := $(BUILD)/libfgcli.a
 LIBSIM := $(BUILD)/libfgsim.a
 LIBTEST := $(BUILD)/libfgtest.a
-LIBS := $(LIBAGENT) $(LIBSIM) $(LIBFG)
+BASE_LIBS := $(LIBMAPS) $(LIBPOLICY) $(LIBFG)
+LIBS := $(LIBAGENT) $(LIBCLI) $(LIBSIM) $(BASE_LIBS)
 BINS := $(BUILD)/fairgated $(BUILD)/fairgatectl $(BUILD)/fairgate-sim
 TEST_BINS := $(patsubst %.c,$(BUILD)/tests/%,$(notdir $(UNIT_TESTS)))
 TOOL_BINS := $(patsubst %.c,$(BUILD)/%,$(notdir $(TOOLS)))
@@ -67,7 +75,13 @@ $(BUILD)/obj/%.o: %.c | $(SKELS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -MMD -MP -c $< -o $@
 
-$(LIBFG): $(call obj,$(LIB_SRCS))
+$(LIBFG): $(call obj,$(FG_LIB_SRCS))
+	@mkdir -p $(dir $@); rm -f $@; ar rcs $@ $^
+$(LIBPOLICY): $(call obj,$(POLICY_SRCS))
+	@mkdir -p $(dir $@); rm -f $@; ar rcs $@ $^
+$(LIBMAPS): $(call obj,$(MAPS_SRCS))
+	@mkdir -p $(dir $@); rm -f $@; ar rcs $@ $^
+$(LIBCLI): $(call obj,$(CLI_SRCS))
 	@mkdir -p $(dir $@); rm -f $@; ar rcs $@ $^
 $(LIBAGENT): $(call obj,$(AGENT_LIB_SRCS))
 	@mkdir -p $(dir $@); rm -f $@; ar rcs $@ $^
@@ -76,20 +90,22 @@ $(LIBSIM): $(call obj,$(SIM_LIB_SRCS))
 $(LIBTEST): $(call obj,$(TEST_LIB_SRCS))
 	@mkdir -p $(dir $@); rm -f $@; ar rcs $@ $^
 
-$(BUILD)/fairgated: $(call obj,$(FAIRGATED_MAIN)) $(LIBS)
+$(BUILD)/fairgated: $(call obj,$(FAIRGATED_MAIN)) $(LIBAGENT) $(BASE_LIBS)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
-$(BUILD)/fairgatectl: $(call obj,$(FAIRGATECTL_MAIN)) $(LIBS)
+$(BUILD)/fairgatectl: $(call obj,$(FAIRGATECTL_MAIN)) $(LIBCLI) $(BASE_LIBS)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
-$(BUILD)/fairgate-sim: $(call obj,$(SIM_MAIN)) $(LIBS)
+$(BUILD)/fairgate-sim: $(call obj,$(SIM_MAIN)) $(LIBSIM) $(BASE_LIBS)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
+# A tool links the simulator and the bottom rooms unless its build.mk says
+# otherwise with TOOL_LIBS_<name> (archives, upper first); unit tests link all.
 define one_file_prog
-$(1): $(call obj,$(2)) $(4) $$(LIBS)
+$(1): $(call obj,$(2)) $(4) $(5)
 	@mkdir -p $$(dir $$@)
 	$$(CC) $$(LDFLAGS) -o $$@ $$^ $$(LDLIBS) $(3)
 endef
-$(foreach t,$(UNIT_TESTS),$(eval $(call one_file_prog,$(BUILD)/tests/$(notdir $(t:.c=)),$(t),-lcmocka,$(LIBTEST))))
-$(foreach t,$(TOOLS),$(eval $(call one_file_prog,$(BUILD)/$(notdir $(t:.c=)),$(t),)))
+$(foreach t,$(UNIT_TESTS),$(eval $(call one_file_prog,$(BUILD)/tests/$(notdir $(t:.c=)),$(t),-lcmocka,$(LIBTEST),$(LIBS))))
+$(foreach t,$(TOOLS),$(eval $(call one_file_prog,$(BUILD)/$(notdir $(t:.c=)),$(t),,,$(or $(TOOL_LIBS_$(notdir $(t:.c=))),$(LIBSIM) $(BASE_LIBS)))))
 
 $(BUILD)/bpf/%.bpf.o: bpf/%.bpf.c $(wildcard maps/*.h bpf/*.h)
 	@mkdir -p $(dir $@)

@@ -10,7 +10,8 @@
 #include <stdbool.h>
 #include "policy/policy.h"
 #include "policy/cost_model.h"
-#include "agent/event_loop.h"
+#include "lib/event_loop.h"
+#include "lib/ctl_protocol.h"
 
 struct fg_kernel;
 struct fg_ctl_server;
@@ -39,7 +40,5 @@ struct fg_agent_state {
 	struct fg_policy_watch *watch; /* NULL with --no-watch */
 	char kernel_off[512];          /* why kernel enforcement is off ("" when on) */
 };
-
-#define FG_CTL_SOCK_PATH "/run/fairgate/ctl.sock"
 
 #endif

@@ -11,13 +11,13 @@
 #include <unistd.h>
 
 #include "agent/agent.h"
-#include "agent/capabilities.h"
-#include "agent/ctl_agent.h"
-#include "agent/ctl_server.h"
-#include "agent/kernel.h"
+#include "agent/kernel/capabilities.h"
+#include "agent/ctl/ctl_agent.h"
+#include "agent/ctl/ctl_server.h"
+#include "agent/kernel/kernel.h"
 #include "agent/policy_apply.h"
 #include "agent/policy_watch.h"
-#include "agent/proxy.h"
+#include "agent/proxy/proxy.h"
 
 static void usage(FILE *f)
 {

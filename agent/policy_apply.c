@@ -6,8 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "agent/kernel.h"
-#include "agent/proxy.h"
+#include "agent/kernel/kernel.h"
+#include "agent/proxy/proxy.h"
 #include "policy/policy_addr.h"
 
 struct fg_policy *fg_agent_parse_policy(const struct fg_agent_opts *o, const char *text,

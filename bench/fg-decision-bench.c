@@ -14,8 +14,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "agent/http_request.h"
-#include "agent/identity.h"
+#include "agent/http/http_request.h"
+#include "agent/proxy/identity.h"
 #include "policy/admission.h"
 #include "policy/cost_model.h"
 #include "policy/pricing.h"

@@ -59,9 +59,9 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 
-#include "agent/event_loop.h"
-#include "agent/kernel_maps.h"
-#include "agent/src_index.h"
+#include "lib/event_loop.h"
+#include "maps/kernel_maps.h"
+#include "maps/src_index.h"
 #include "gate.skel.h"
 
 #define TENANTS 256

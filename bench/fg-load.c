@@ -31,7 +31,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "agent/event_loop.h"
+#include "lib/event_loop.h"
 #include "sim/sim_cli.h"
 
 #define MAX_TENANTS 64

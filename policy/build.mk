@@ -1,1 +1,1 @@
-LIB_SRCS += $(wildcard policy/*.c)
+POLICY_SRCS += $(wildcard policy/*.c)

@@ -4,7 +4,7 @@
  * Every node keeps admission local: the gateway's fg_bucket reserves and
  * settles exactly as on a single node. Under agent.fleet that bucket holds
  * a lease instead of the whole contract: it refills at the rate the fleet
- * bucket (Redis, agent/fleet_store.lua) handed this node, up to a hold cap
+ * bucket (Redis, agent/fleet/fleet_store.lua) handed this node, up to a hold cap
  * of what that rate is worth over a period, and takes units the fleet
  * grants at once when the node expects to spend more than its rate brings.
  * Once a period T (earlier when its level runs low or it refused a
@@ -92,7 +92,7 @@ struct fg_fleet_call {
 	uint64_t sent_ns;
 };
 
-/* The store's answer (agent/fleet_store.lua's fg_grant). */
+/* The store's answer (agent/fleet/fleet_store.lua's fg_grant). */
 struct fg_fleet_answer {
 	char epoch[FG_FLEET_EPOCH_MAX];
 	double rate;            /* the lease */

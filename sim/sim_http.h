@@ -13,7 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "agent/event_loop.h"
+#include "lib/event_loop.h"
 
 struct sim_http_server;
 struct sim_http_conn;

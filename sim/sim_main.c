@@ -14,7 +14,7 @@
 #include <sys/signalfd.h>
 #include <unistd.h>
 
-#include "agent/event_loop.h"
+#include "lib/event_loop.h"
 #include "policy/cost_model.h"
 #include "policy/policy.h"
 #include "sim/sim_cli.h"

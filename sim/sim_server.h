@@ -16,7 +16,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "agent/event_loop.h"
+#include "lib/event_loop.h"
 #include "policy/cost_model.h"
 #include "sim/engine.h"
 #include "sim/sim_metrics.h"

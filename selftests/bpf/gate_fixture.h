@@ -1,6 +1,6 @@
 /* gate_fixture.h — what the gate test programs (test_gate_*.c) share: the
  * skeleton loaded without pins and its maps filled through
- * agent/kernel_maps.c as fairgated fills them, frames built by hand from a
+ * maps/kernel_maps.c as fairgated fills them, frames built by hand from a
  * spec, BPF_PROG_TEST_RUN, the RST gate must answer with (built here
  * independently of gate.bpf.c), and checks that print what differed.
  *
@@ -20,8 +20,8 @@
 
 #include <linux/bpf.h>
 
-#include "agent/kernel_maps.h"
-#include "agent/src_index.h"
+#include "maps/kernel_maps.h"
+#include "maps/src_index.h"
 
 #define PORT 8000
 #define S_NS 1000000000ull

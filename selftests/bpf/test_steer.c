@@ -32,7 +32,7 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 
-#include "agent/kernel_maps.h"
+#include "maps/kernel_maps.h"
 #include "selftests/common/percpu_zero.h"
 #include "steer.skel.h"
 

@@ -1,5 +1,5 @@
 /* http_head_diff.h — the proxy's fast head readers (fg_req_head_fast,
- * fg_resp_head_fast in agent/http_headers.c) checked against http_parser on
+ * fg_resp_head_fast in agent/http/http_headers.c) checked against http_parser on
  * the same bytes: whenever a fast reader takes a head, http_parser must read
  * the same head to the same end, with the same method, target, status,
  * headers (names and values byte for byte), Content-Length and keep-alive,
@@ -14,7 +14,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <string.h>
-#include "agent/proxy_internal.h"
+#include "agent/proxy/proxy_internal.h"
 
 struct head_ref {
 	struct fg_hdrs h;

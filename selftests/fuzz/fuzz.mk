@@ -44,10 +44,10 @@ $(FUZZ_DIR)/obj/selftests/fuzz/%.o: selftests/fuzz/%.c | $(FUZZ_SKELS)
 	$(CLANG) $(FUZZ_CFLAGS) -Wall -Wextra -Werror -fsanitize=fuzzer-no-link -MMD -MP -c $< -o $@
 
 # All of the agent library: the HTTP harness drives the proxy's own parser
-# callbacks (agent/proxy_client.c), which link against the rest of it; an
+# callbacks (agent/proxy/proxy_client.c), which link against the rest of it; an
 # archive only brings in what a harness reaches.
-FUZZ_AGENT_SRCS := $(AGENT_LIB_SRCS)
-$(FUZZ_LIB): $(call fuzz_obj,$(LIB_SRCS) $(FUZZ_AGENT_SRCS) $(SIM_LIB_SRCS))
+FUZZ_AGENT_SRCS := $(AGENT_LIB_SRCS) $(FG_LIB_SRCS) $(MAPS_SRCS)
+$(FUZZ_LIB): $(call fuzz_obj,$(POLICY_SRCS) $(FUZZ_AGENT_SRCS) $(SIM_LIB_SRCS))
 	@mkdir -p $(dir $@); rm -f $@; ar rcs $@ $^
 
 # kept: make would delete them as intermediates of the pattern chain

@@ -27,7 +27,7 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 
-#include "agent/kernel_maps.h"
+#include "maps/kernel_maps.h"
 #include "gate.skel.h"
 #include "selftests/fuzz/fuzz_common.h"
 

@@ -1,11 +1,11 @@
 /* fuzz_http_request.c — libFuzzer target: client bytes on the agent's
  * listening socket, through what the proxy does with them before anything
  * reaches the engine: libhttp-parser driving the proxy's header collector
- * (agent/http_headers.c, which must cope with names and values split
+ * (agent/http/http_headers.c, which must cope with names and values split
  * across reads), the API of the request line, the tenant's credential
- * (agent/identity.c), the route the target names (policy/request_path.c),
+ * (agent/proxy/identity.c), the route the target names (policy/request_path.c),
  * and for inference calls the body parse, price, rewrite and the /tokenize
- * body (agent/http_request.c) — pipelined requests included.
+ * body (agent/http/http_request.c) — pipelined requests included.
  *
  * The input is fed in chunks whose sizes come from its first byte, the way
  * recv() splits a stream, into the proxy's own parser callbacks
@@ -25,9 +25,9 @@
 #include <string.h>
 #include <strings.h>
 
-#include "agent/http_request.h"
-#include "agent/identity.h"
-#include "agent/proxy_internal.h"
+#include "agent/http/http_request.h"
+#include "agent/proxy/identity.h"
+#include "agent/proxy/proxy_internal.h"
 #include "selftests/fuzz/fuzz_common.h"
 
 #define MAX_BODY (1u << 20)

@@ -11,7 +11,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "agent/engine_scrape.h"
+#include "agent/http/engine_scrape.h"
 #include "selftests/fuzz/fuzz_common.h"
 
 static const char *const names[4] = {

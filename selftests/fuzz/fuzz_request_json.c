@@ -1,5 +1,5 @@
 /* fuzz_request_json.c — libFuzzer target: the agent's OpenAI request body
- * handling (agent/http_request.c) — parse and validate, price, and build
+ * handling (agent/http/http_request.c) — parse and validate, price, and build
  * the body forwarded to the engine — on arbitrary bytes.
  *
  * The first two input bytes pick the API and the rewrite (salt or none,
@@ -21,15 +21,15 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "agent/http_errors.h"
-#include "agent/http_request.h"
+#include "agent/http/http_errors.h"
+#include "agent/http/http_request.h"
 #include "policy/cost_model.h"
 #include "policy/policy.h"
 #include "policy/pricing.h"
 #include "selftests/fuzz/fuzz_common.h"
 
 static const char *const salts[] = {
-	"fg1-acme-3f9c2d1e0b7a6958", /* the shape agent/salt.c makes */
+	"fg1-acme-3f9c2d1e0b7a6958", /* the shape agent/proxy/salt.c makes */
 	"s",
 };
 

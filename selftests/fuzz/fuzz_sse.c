@@ -1,5 +1,5 @@
 /* fuzz_sse.c — libFuzzer target: the agent's relay of a streamed answer
- * (agent/http_sse.c: chat/completions chunks, or the responses API's
+ * (agent/http/http_sse.c: chat/completions chunks, or the responses API's
  * events) fed arbitrary engine bytes, and the settlement that follows from
  * the usage it reads.
  *
@@ -16,7 +16,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "agent/http_sse.h"
+#include "agent/http/http_sse.h"
 #include "policy/cost_model.h"
 #include "policy/policy.h"
 #include "policy/pricing.h"

@@ -1,6 +1,6 @@
 /* fuzz_tokenize_answer.c — libFuzzer target: the engine's answer to the
  * proxy's POST /tokenize as admission reads it (fg_tokenize_answer in
- * agent/http_request.c, a yajl reader that stops once it has the count and
+ * agent/http/http_request.c, a yajl reader that stops once it has the count and
  * max_model_len), checked against jansson.
  *
  * Invariants: whenever jansson reads the whole input as one object (no
@@ -13,7 +13,7 @@
 #include <jansson.h>
 #include <string.h>
 
-#include "agent/http_request.h"
+#include "agent/http/http_request.h"
 #include "selftests/fuzz/fuzz_common.h"
 
 static bool count_of(const json_t *o, const char *key, json_int_t *v)

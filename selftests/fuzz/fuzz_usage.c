@@ -12,7 +12,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "agent/http_sse.h"
+#include "agent/http/http_sse.h"
 #include "selftests/fuzz/fuzz_common.h"
 
 static bool same_count(double a, double b)

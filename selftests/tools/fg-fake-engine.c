@@ -26,7 +26,7 @@
 #include <sys/signalfd.h>
 #include <unistd.h>
 
-#include "agent/event_loop.h"
+#include "lib/event_loop.h"
 #include "sim/sim_http.h"
 
 static struct {

@@ -13,7 +13,7 @@
 #include <unistd.h>
 #include <cmocka.h>
 
-#include "agent/engine_scrape.h"
+#include "agent/http/engine_scrape.h"
 
 static const char exposition[] =
 	"# HELP vllm:num_requests_waiting Number of requests waiting.\n"

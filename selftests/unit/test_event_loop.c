@@ -13,7 +13,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
-#include "agent/event_loop.h"
+#include "lib/event_loop.h"
 
 static int fired[8];
 static int order[8], n_order;

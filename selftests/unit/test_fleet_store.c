@@ -1,5 +1,5 @@
 /* test_fleet_store.c — the fleet bucket's rules as Redis runs them:
- * agent/fleet_store.lua through the grant thread (agent/fleet_client.c)
+ * agent/fleet/fleet_store.lua through the grant thread (agent/fleet/fleet_client.c)
  * against a redis-server this test starts on a unix socket in a temp dir
  * (no persistence, killed by PID at the end). A fresh bucket, shares by
  * demand that never add up past the contract, a retried call answered
@@ -27,7 +27,7 @@
 #include <unistd.h>
 #include <cmocka.h>
 
-#include "agent/fleet_client.h"
+#include "agent/fleet/fleet_client.h"
 #include "policy/fleet_grant.h"
 
 #define T_S 0.1 /* the period: short, so 2T of silence is 0.2 s of real time */

@@ -14,9 +14,9 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "agent/buf.h"
-#include "agent/http_request.h"
-#include "agent/http_sse.h"
+#include "lib/buf.h"
+#include "agent/http/http_request.h"
+#include "agent/http/http_sse.h"
 #include "policy/request_path.h"
 
 static int parse(enum fg_api api, const char *body, struct fg_req_info *info, char *msg,

@@ -17,12 +17,12 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "agent/buf.h"
-#include "agent/http_request.h"
-#include "agent/http_sse.h"
-#include "agent/identity.h"
-#include "agent/proxy_internal.h"
-#include "agent/salt.h"
+#include "lib/buf.h"
+#include "agent/http/http_request.h"
+#include "agent/http/http_sse.h"
+#include "agent/proxy/identity.h"
+#include "agent/proxy/proxy_internal.h"
+#include "agent/proxy/salt.h"
 #include "selftests/common/http_head_diff.h"
 
 /* 0 when accepted */

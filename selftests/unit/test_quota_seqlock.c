@@ -1,4 +1,4 @@
-/* test_quota_seqlock.c — the published quota's seqlock (agent/kernel_maps.c):
+/* test_quota_seqlock.c — the published quota's seqlock (maps/kernel_maps.c):
  * fairgatectl's snapshot of a tenant's quota never mixes two publishes, a
  * publish marks itself, versions only go up, and a writer that died
  * mid-publish is reported, not read as consistent. */
@@ -12,7 +12,7 @@
 #include <time.h>
 #include <cmocka.h>
 
-#include "agent/kernel_maps.h"
+#include "maps/kernel_maps.h"
 
 #define SNAPSHOTS 200000
 

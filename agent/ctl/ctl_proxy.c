@@ -1,0 +1,245 @@
+/* ctl_proxy.c — control-socket handlers for status, tenant detail and
+ * policy hot reload; see ctl_proxy.h. */
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "agent/ctl/ctl_agent.h"
+#include "agent/ctl/ctl_proxy.h"
+#include "agent/ctl/ctl_server.h"
+#include "agent/http/engine_scrape.h"
+#include "agent/kernel/kernel.h"
+#include "agent/policy_apply.h"
+#include "agent/proxy/proxy.h"
+#include "agent/proxy/proxy_internal.h"
+#include "policy/overload.h"
+
+static json_t *tenant_json(const struct fg_policy *p, struct fg_gateway *gw,
+			  struct fg_tenant_rt *t, uint64_t now)
+{
+	struct fg_gw_tenant *g = &gw->t[t->id];
+	const struct fg_fq_tenant *f = &gw->fq.t[t->id];
+	json_t *outcomes = json_object();
+
+	for (int k = 0; k < FG_OUT_N; k++)
+		json_object_set_new(outcomes, fg_outcome_names[k], json_integer((json_int_t)t->outcomes[k]));
+	json_t *o = json_pack("{s:s, s:i, s:s, s:s, s:f, s:f, s:f, s:f, s:i, s:i, s:I, s:I, s:I,"
+			      " s:f, s:f, s:f, s:b, s:I, s:o}",
+			      "name", t->name, "id", (int)t->id,
+			      "tier", t->tier < p->n_tiers ? p->tiers[t->tier].name : "",
+			      "cache", t->salted ? "salted" : "shared",
+			      "units_per_s", g->bucket.rate, "burst_units", g->bucket.depth,
+			      "bucket_units", fg_bucket_level(&g->bucket, now),
+			      "reserved_units", g->reserved_units,
+			      "inflight", (int)(g->inflight - f->queued), "queued", (int)f->queued,
+			      "admitted", (json_int_t)g->admitted, "rejected", (json_int_t)t->rejected,
+			      "settled", (json_int_t)t->settled,
+			      "units_billed", t->units_billed, "units_refunded", t->units_refunded,
+			      "typical_request_units", g->typical_cost,
+			      "deny_window_open", t->deny_published_ns > now,
+			      "deny_remaining_ms",
+			      (json_int_t)(t->deny_published_ns > now ? (t->deny_published_ns - now) / 1000000 : 0),
+			      "outcomes", outcomes);
+	if (!o)
+		return NULL;
+	json_object_set_new(o, "kv_reserved_tokens", json_integer((json_int_t)gw->kv.reserved[t->id]));
+	json_object_set_new(o, "kv_cap_tokens", json_integer((json_int_t)gw->kv.cap[t->id]));
+	json_object_set_new(o, "weight", json_real(f->weight));
+	json_object_set_new(o, "virtual_service_units", json_real(f->vtc));
+	json_object_set_new(o, "served_units", json_real(f->served_units));
+	json_object_set_new(o, "peak_units_per_s", json_real(gw->peaks.peak[t->id]));
+	json_object_set_new(o, "timed_out", json_integer((json_int_t)g->timed_out));
+	json_object_set_new(o, "output_tokens_billed", json_real(g->billed_output_tokens));
+	json_object_set_new(o, "output_units_billed", json_real(g->billed_output_units));
+	json_object_set_new(o, "long_context", json_integer((json_int_t)t->long_context));
+	json_t *cal = json_object();
+	for (int k = 0; k < FG_CAL_SLOTS; k++) {
+		const struct fg_cal_slot *sl = &g->cal.s[k];
+		if (sl->model && sl->samples && sl->model <= gw->models.n)
+			json_object_set_new(cal, gw->models.name[sl->model - 1],
+					    json_real(fg_chars_per_token(&g->cal, sl->model,
+									 p->replica.model.chars_per_token)));
+	}
+	json_object_set_new(o, "chars_per_token", cal);
+	json_object_set_new(o, "exact_counts", json_integer((json_int_t)g->exact_counts));
+	json_object_set_new(o, "cut_off", json_integer((json_int_t)g->cut_off));
+	json_object_set_new(o, "usage_clamped", json_integer((json_int_t)g->usage_clamped));
+	return o;
+}
+
+static json_t *tenants_array(struct fg_agent_state *st, const char *only)
+{
+	struct fg_proxy *px = st->proxy;
+	json_t *a = json_array();
+	uint64_t now = fg_now_ns();
+
+	for (uint32_t i = 0; i < px->quota.n; i++)
+		if (!only || !strcmp(px->quota.by_id[i]->name, only))
+			json_array_append_new(a, tenant_json(st->policy, px->gw, px->quota.by_id[i], now));
+	return a;
+}
+
+/* The gateway's node-wide state: queue, KV, engine window, peaks, overload,
+ * and what the engine's own metrics say. */
+static json_t *scheduling_json(struct fg_proxy *px)
+{
+	const struct fg_gateway *gw = px->gw;
+	const struct fg_policy *p = gw->policy;
+	int ranks[FG_MAX_TIERS];
+	json_t *shed = json_array();
+
+	fg_tier_ranks(p, ranks);
+	for (uint32_t i = 0; i < p->n_tiers; i++)
+		if (ranks[i] <= px->overload_level)
+			json_array_append_new(shed, json_string(p->tiers[i].name));
+	json_t *engine = json_pack("{s:b, s:I, s:I}", "metrics_up", px->engine_metrics_known,
+				   "preemptions", (json_int_t)px->engine_preemptions,
+				   "scrape_failures",
+				   (json_int_t)(px->scrape ? fg_engine_scrape_failures(px->scrape) : 0));
+	if (px->engine_metrics_known) {
+		json_object_set_new(engine, "waiting", json_real(px->engine_waiting));
+		json_object_set_new(engine, "running", json_real(px->engine_running));
+		json_object_set_new(engine, "kv_usage", json_real(px->engine_kv_usage));
+	}
+	return json_pack("{s:s, s:s, s:s, s:i, s:f, s:{s:I, s:I}, s:{s:i, s:I, s:f, s:i, s:i, s:i, s:I},"
+			 " s:{s:i, s:o},"
+			 " s:{s:f, s:f, s:f, s:f, s:i}, s:o}",
+			 "metering", p->agent.metering == FG_METER_RAW_TOKENS ? "raw_tokens"
+				     : p->agent.metering == FG_METER_REQUESTS ? "requests" : "replica_time",
+			 "output_pricing", p->agent.output_pricing == FG_OUTPUT_FLAT ? "flat" : "context",
+			 "engine_scheduling",
+			 p->agent.engine_scheduling == FG_ENGINE_PRIORITY ? "priority" : "fcfs",
+			 "queued", (int)fg_fq_total_queued(&gw->fq),
+			 "backlog_s", fg_gw_backlog_s(gw),
+			 "kv", "reserved_tokens", (json_int_t)gw->kv.node_reserved,
+			 "reservable_tokens", (json_int_t)gw->kv.node_cap,
+			 "engine_window", "pending_requests", (int)gw->ew.pending_requests,
+			 "pending_tokens", (json_int_t)gw->ew.pending_tokens,
+			 "budget_tokens", fg_ew_budget_tokens(&gw->ew),
+			 "waiting_limit", (int)fg_ew_waiting_limit(&gw->ew),
+			 "engine_extra_waiting", (int)gw->ew.engine_extra,
+			 "unconfirmed", (int)fg_ew_unconfirmed(&gw->ew),
+			 "started_by_engine_counts", (json_int_t)gw->ew.started_by_engine,
+			 "overload", "level", px->overload_level, "shed_tiers", shed,
+			 "peaks", "window_s", (double)gw->peaks.window_ns / 1e9,
+			 "node_peak_units_per_s", gw->peaks.peak_node,
+			 "sum_tenant_peaks_units_per_s", fg_peak_sum_tenants(&gw->peaks),
+			 "oversubscription", fg_peak_oversubscription(&gw->peaks),
+			 "windows_closed", (int)gw->peaks.windows_closed,
+			 "engine", engine);
+}
+
+/* Where the proxy really listens: transparent mode without agent.listen
+ * picks an ephemeral port, which the policy cannot say. */
+static const char *listen_desc(const struct fg_proxy *px, const struct fg_agent *a, char *buf,
+			       size_t len)
+{
+	if (px->listen_fd < 0)
+		return fg_hostport_format(&a->listen, buf, len);
+	fg_proxy_listen_desc(px->listen_fd, buf, len);
+	return buf;
+}
+
+static json_t *cmd_status(struct fg_agent_state *st, json_t *req, char *err, size_t errlen)
+{
+	struct fg_proxy *px = st->proxy;
+	const struct fg_agent *a = &st->policy->agent;
+	char l[96], e[96], m[96];
+	uint64_t admitted = 0, rejected = 0, settled = 0;
+	(void)req;
+
+	if (!px) {
+		snprintf(err, errlen, "the proxy is not running");
+		return NULL;
+	}
+	for (uint32_t i = 0; i < px->quota.n; i++) {
+		admitted += px->gw->t[px->quota.by_id[i]->id].admitted;
+		rejected += px->quota.by_id[i]->rejected;
+		settled += px->quota.by_id[i]->settled;
+	}
+	/* the prior every tenant starts from; each tenant's own ratios are in
+	 * its entry */
+	json_t *cal = json_pack("{s:f}", "prior", st->policy->replica.model.chars_per_token);
+	json_t *r = json_pack("{s:s, s:s, s:s, s:s, s:b, s:f, s:i, s:i, s:i, s:i, s:{s:I, s:I, s:I, s:I, s:I},"
+			 " s:{s:I, s:f}, s:o, s:o}",
+			 "mode", a->mode == FG_MODE_TRANSPARENT ? "transparent" : "front",
+			 "listen", listen_desc(px, a, l, sizeof(l)),
+			 "engine", fg_hostport_format(&a->engine, e, sizeof(e)),
+			 "metrics_listen", a->metrics_listen.host[0] ?
+				 fg_hostport_format(&a->metrics_listen, m, sizeof(m)) : "off",
+			 "kernel_enforcement", st->kernel != NULL,
+			 "uptime_s", (double)(fg_now_ns() - px->started_ns) / 1e9,
+			 "tenant_count", (int)px->quota.n, "client_connections", (int)px->n_clients,
+			 "engine_busy", (int)px->n_busy,
+			 "engine_idle", (int)(px->engine.n_idle + px->long_pool.n_idle),
+			 "requests", "admitted", (json_int_t)admitted, "rejected", (json_int_t)rejected,
+			 "settled", (json_int_t)settled,
+			 "unauthenticated", (json_int_t)px->metrics.unauthenticated,
+			 "malformed", (json_int_t)px->metrics.malformed,
+			 "decisions", "count", (json_int_t)px->metrics.decision_count, "mean_us",
+			 px->metrics.decision_count
+				 ? px->metrics.decision_sum_s * 1e6 / (double)px->metrics.decision_count
+				 : 0.0,
+			 "chars_per_token", cal, "tenants", tenants_array(st, NULL));
+	if (r) {
+		json_object_set_new(r, "scheduling", scheduling_json(px));
+		json_object_set_new(r, "gate", fg_ctl_gate_json(st));
+		json_object_set_new(r, "policy_watch", fg_ctl_watch_json(st));
+		if (st->kernel_off[0])
+			json_object_set_new(r, "kernel_off_reason", json_string(st->kernel_off));
+	}
+	struct fg_src_index_stats ix;
+	if (r && fg_kernel_source_index(st, &ix))
+		json_object_set_new(r, "source_index",
+				    json_pack("{s:b, s:I, s:I, s:I, s:i, s:i, s:b}", "valid", ix.valid,
+					      "rebuilds", (json_int_t)ix.rebuilds, "failed",
+					      (json_int_t)ix.failed, "redone", (json_int_t)ix.discarded,
+					      "learned", (int)ix.learned, "cidrs", (int)ix.statics,
+					      "cidrs_by_trie", ix.static_by_trie));
+	return r;
+}
+
+static json_t *cmd_tenants(struct fg_agent_state *st, json_t *req, char *err, size_t errlen)
+{
+	const char *name = json_string_value(json_object_get(req, "tenant"));
+
+	if (!st->proxy) {
+		snprintf(err, errlen, "the proxy is not running");
+		return NULL;
+	}
+	json_t *a = tenants_array(st, name);
+	if (name && !json_array_size(a)) {
+		json_decref(a);
+		snprintf(err, errlen, "no tenant named '%s' in the running policy", name);
+		return NULL;
+	}
+	return json_pack("{s:o}", "tenants", a);
+}
+
+/* The text crosses the socket, so the agent checks what fairgatectl
+ * checked, against its own overrides; the transaction is policy_apply.c's. */
+static json_t *cmd_policy_apply(struct fg_agent_state *st, json_t *req, char *err, size_t errlen)
+{
+	const char *text = json_string_value(json_object_get(req, "policy"));
+	const char *file = json_string_value(json_object_get(req, "file"));
+	const char *ttext = json_string_value(json_object_get(req, "tenants"));
+	const char *tfile = json_string_value(json_object_get(req, "tenants_file"));
+
+	if (!text) {
+		snprintf(err, errlen, "policy_apply needs \"policy\": the policy file's text");
+		return NULL;
+	}
+	struct fg_policy *np = fg_agent_parse_policy(&st->opts, text, strlen(text), file, ttext,
+						     ttext ? strlen(ttext) : 0, tfile, err, errlen);
+	if (!np)
+		return NULL;
+	return fg_agent_apply_policy(st, np, file, err, errlen);
+}
+
+void fg_ctl_proxy_register(void)
+{
+	fg_ctl_register("status", cmd_status);
+	fg_ctl_register("tenants", cmd_tenants);
+	fg_ctl_register("policy_apply", cmd_policy_apply);
+}

@@ -1,0 +1,249 @@
+/* proxy.c — the admission proxy's lifecycle: listen (front mode on
+ * agent.listen; transparent mode: proxy_transparent.c),
+ * accept, the periodic timeout sweep, policy hot reload, and shutdown.
+ * The request path itself is proxy_client.c (admission) and
+ * proxy_upstream.c (forwarding and settlement). */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "agent/kernel/bucket_restore.h"
+#include "agent/ctl/ctl_proxy.h"
+#include "agent/fleet/fleet.h"
+#include "agent/kernel/kernel.h"
+#include "agent/proxy/proxy.h"
+#include "agent/proxy/proxy_internal.h"
+
+#define ACCEPT_BATCH 64
+#define LISTEN_BACKLOG 4096
+
+int fg_listen_tcp(const struct fg_hostport *hp, char *err, size_t errlen, const char *what)
+{
+	struct sockaddr_storage ss;
+	socklen_t len;
+	int one = 1;
+
+	if (fg_hostport_sockaddr(hp, &ss, &len)) {
+		snprintf(err, errlen, "%s: '%s' is not a numeric IPv4/IPv6 address", what, hp->host);
+		return -1;
+	}
+	int fd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0) {
+		snprintf(err, errlen, "%s: socket: %s", what, strerror(errno));
+		return -1;
+	}
+	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	if (bind(fd, (struct sockaddr *)&ss, len) || listen(fd, LISTEN_BACKLOG)) {
+		char where[FG_HOSTPORT_MAX + 8];
+
+		snprintf(err, errlen, "%s: cannot listen on %s: %s", what,
+			 fg_hostport_format(hp, where, sizeof(where)), strerror(errno));
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+static void accept_cb(struct fg_loop *loop, int fd, uint32_t events, void *ctx)
+{
+	struct fg_proxy *px = ctx;
+	(void)loop;
+	(void)events;
+
+	for (int i = 0; i < ACCEPT_BATCH; i++) {
+		struct sockaddr_storage peer;
+		socklen_t len = sizeof(peer);
+		int cfd = accept4(fd, (struct sockaddr *)&peer, &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		if (cfd < 0) {
+			int e = errno;
+			if (e == EMFILE || e == ENFILE)
+				fprintf(stderr, "fairgated: accept: %s\n", strerror(e));
+			if (fg_loop_accept_failed(loop, fd, e)) /* parks the listener on EMFILE */
+				return;
+			continue;
+		}
+		fg_client_accept(px, cfd, &peer, len);
+	}
+}
+
+static void sweep(struct fg_loop *loop, void *ctx)
+{
+	struct fg_proxy *px = ctx;
+	uint64_t now = fg_now_ns();
+	struct fg_link *l, *next;
+
+	for (l = px->clients.next; l != &px->clients; l = next) {
+		next = l->next;
+		/* a closing client may take its upstream along, never another client */
+		fg_client_sweep(fg_container_of(l, struct fg_client, link), now);
+	}
+	for (l = px->busy.next; l != &px->busy; l = next) {
+		next = l->next;
+		struct fg_upstream *u = fg_container_of(l, struct fg_upstream, link);
+		/* a failing upstream answers its client, who may pipeline a new
+		 * exchange onto a pooled connection: restart the walk after it */
+		uint64_t before = px->metrics.engine_failures + px->metrics.engine_retries;
+		fg_upstream_sweep(u, now);
+		if (px->metrics.engine_failures + px->metrics.engine_retries != before)
+			break;
+	}
+	for (struct fg_pool *pool = &px->engine; pool; pool = pool == &px->engine ? &px->long_pool : NULL)
+		for (l = pool->idle.next; l != &pool->idle; l = next) {
+			next = l->next;
+			fg_upstream_sweep(fg_container_of(l, struct fg_upstream, link), now);
+		}
+	fg_quota_tick(px->st, &px->quota, now);
+	px->sweep_timer = fg_loop_timer(loop, FG_SWEEP_NS, sweep, px);
+}
+
+static void take_config(struct fg_proxy *px, const struct fg_policy *p)
+{
+	const struct fg_agent *a = &p->agent;
+
+	px->header_ns = (uint64_t)(a->header_timeout_s * 1e9);
+	px->body_ns = (uint64_t)(a->body_timeout_s * 1e9);
+	px->idle_ns = (uint64_t)(a->idle_timeout_s * 1e9);
+	px->upstream_ns = (uint64_t)(a->upstream_timeout_s * 1e9);
+	px->tokenize_ns = (uint64_t)(a->tokenize_timeout_s * 1e9);
+	px->max_body = a->max_body_bytes ? a->max_body_bytes : (8u << 20);
+}
+
+int fg_proxy_start(struct fg_agent_state *st, char *err, size_t errlen)
+{
+	const struct fg_agent *a = &st->policy->agent;
+	struct fg_proxy *px = calloc(1, sizeof(*px));
+
+	if (!px) {
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	px->st = st;
+	px->listen_fd = -1;
+	px->metrics.listen_fd = -1;
+	px->started_ns = fg_now_ns();
+	fg_link_init(&px->clients);
+	fg_pool_init(&px->engine, "engine");
+	fg_pool_init(&px->long_pool, "long-context pool");
+	fg_link_init(&px->busy);
+	st->proxy = px;
+	take_config(px, st->policy);
+
+	if (fg_pool_set(px, &px->engine, &a->engine)) {
+		snprintf(err, errlen, "agent.engine: '%s' is not a numeric address", a->engine.host);
+		goto fail;
+	}
+	if (fg_pool_set(px, &px->long_pool, &a->long_context_upstream)) {
+		snprintf(err, errlen, "agent.long_context.upstream: '%s' is not a numeric address",
+			 a->long_context_upstream.host);
+		goto fail;
+	}
+	if (fg_sched_start(px, err, errlen))
+		goto fail;
+	if (fg_quota_init(&px->quota, px->gw, a->salt_secret_file, err, errlen))
+		goto fail;
+	if (fg_quota_apply(&px->quota, st->policy)) {
+		snprintf(err, errlen, "out of memory");
+		goto fail;
+	}
+	fg_bucket_restore(st, px->gw, fg_now_ns());
+	if (fg_fleet_start(px, err, errlen))
+		goto fail;
+	px->listen_fd = a->mode == FG_MODE_TRANSPARENT
+				? fg_proxy_transparent_listen(st, err, errlen)
+				: fg_listen_tcp(&a->listen, err, errlen, "agent.listen");
+	if (px->listen_fd < 0)
+		goto fail;
+	if (fg_loop_add(st->loop, px->listen_fd, EPOLLIN, accept_cb, px)) {
+		snprintf(err, errlen, "epoll: %s", strerror(errno));
+		goto fail;
+	}
+	if (fg_metrics_start(px, err, errlen))
+		goto fail;
+	fg_ctl_proxy_register();
+	px->sweep_timer = fg_loop_timer(st->loop, FG_SWEEP_NS, sweep, px);
+	fg_proxy_publish_all(st);
+	char where[64];
+	fg_proxy_listen_desc(px->listen_fd, where, sizeof(where));
+	char engine[FG_HOSTPORT_MAX + 8], metrics[FG_HOSTPORT_MAX + 8];
+	fprintf(stderr, "fairgated: proxy on %s (%s mode), engine %s, metrics %s\n", where,
+		a->mode == FG_MODE_TRANSPARENT ? "transparent" : "front",
+		fg_hostport_format(&a->engine, engine, sizeof(engine)),
+		a->metrics_listen.host[0] ?
+			fg_hostport_format(&a->metrics_listen, metrics, sizeof(metrics)) : "off");
+	return 0;
+
+fail:
+	fg_proxy_stop(st);
+	return -1;
+}
+
+int fg_proxy_apply_policy(struct fg_agent_state *st, const struct fg_policy *p)
+{
+	struct fg_proxy *px = st->proxy;
+	struct sockaddr_storage ss;
+	socklen_t len;
+	const struct fg_hostport *lc = &p->agent.long_context_upstream;
+
+	if (!px)
+		return 0;
+	if (fg_hostport_sockaddr(&p->agent.engine, &ss, &len) ||
+	    (lc->host[0] && fg_hostport_sockaddr(lc, &ss, &len)))
+		return -1;
+	if (fg_quota_apply(&px->quota, p))
+		return -1;
+	/* nothing fails from here: the gateway follows tenants by name; a new
+	 * engine address lets connections in use finish and drops pooled ones */
+	const struct fg_policy *old = px->gw->policy;
+	fg_gw_reload(px->gw, p, fg_now_ns());
+	fg_fleet_apply_policy(px, p);
+	take_config(px, p);
+	fg_pool_set(px, &px->engine, &p->agent.engine);
+	fg_pool_set(px, &px->long_pool, lc);
+	fg_sched_apply_policy(px, old, p);
+	return 0;
+}
+
+void fg_proxy_publish_all(struct fg_agent_state *st)
+{
+	struct fg_proxy *px = st->proxy;
+	uint64_t now = fg_now_ns();
+
+	for (uint32_t i = 0; px && i < px->quota.n; i++)
+		fg_quota_publish(st, &px->quota, px->quota.by_id[i], now);
+}
+
+void fg_proxy_stop(struct fg_agent_state *st)
+{
+	struct fg_proxy *px = st->proxy;
+
+	if (!px)
+		return;
+	if (px->sweep_timer)
+		fg_loop_timer_cancel(st->loop, px->sweep_timer);
+	if (px->listen_fd >= 0) {
+		if (st->policy->agent.mode == FG_MODE_TRANSPARENT && st->kernel)
+			fg_kernel_steer_listener(st, -1);
+		fg_loop_del(st->loop, px->listen_fd);
+		close(px->listen_fd);
+	}
+	fg_metrics_stop(px);
+	while (!fg_link_empty(&px->clients))
+		fg_client_close(fg_container_of(px->clients.next, struct fg_client, link));
+	while (!fg_link_empty(&px->busy))
+		fg_upstream_close(fg_container_of(px->busy.next, struct fg_upstream, link));
+	fg_pool_drain(&px->engine);
+	fg_pool_drain(&px->long_pool);
+	fg_fleet_stop(px); /* hands the leases back while the gateway still has them */
+	if (px->gw)
+		fg_sched_stop(px); /* after the clients: they settle into the gateway */
+	fg_quota_free(&px->quota);
+	fg_buf_free(&px->scratch);
+	free(px);
+	st->proxy = NULL;
+}

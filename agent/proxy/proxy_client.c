@@ -1,0 +1,1029 @@
+/* proxy_client.c — the client side of the proxy: read and parse HTTP/1.1
+ * requests (libhttp-parser, keep-alive and pipelining), route the target
+ * (policy/request_path: deny by default), name the tenant, price and admit
+ * (first asking the engine's /tokenize, agent/http/engine_tokenize.c, when the
+ * estimate is near a limit), answer refusals in OpenAI's error shape, and
+ * write responses back with backpressure and timeouts. Forwarding is
+ * proxy_upstream.c's (fg_proxy_dispatch). */
+#include <errno.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <math.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "agent/http/http_errors.h"
+#include "agent/proxy/identity.h"
+#include "agent/kernel/kernel.h"
+#include "agent/proxy/proxy_internal.h"
+
+#define READ_CHUNK (64u << 10)
+#define KEEP_BUF_CAP (256u << 10) /* larger buffers are freed between requests */
+#define KEEP_COPY_CAP (16u << 10) /* a response copy is kept only when small */
+
+static void client_cb(struct fg_loop *loop, int fd, uint32_t events, void *ctx);
+static void process_input(struct fg_client *c);
+
+/* ---- request parser callbacks ---------------------------------------- */
+
+static struct fg_client *of(http_parser *p)
+{
+	return p->data;
+}
+
+static int on_begin(http_parser *p)
+{
+	struct fg_client *c = of(p);
+	uint64_t now = fg_now_ns();
+
+	c->x.started = true;
+	c->x.started_ns = now;
+	c->deadline_ns = now + c->px->header_ns;
+	c->timeout_status = 408;
+	return 0;
+}
+
+static int on_url(http_parser *p, const char *at, size_t len)
+{
+	struct fg_exchange *x = &of(p)->x;
+
+	if (!x->url_len)
+		x->url = (uint32_t)x->hdrs.raw.len;
+	x->url_len += (uint32_t)len;
+	return fg_buf_append(&x->hdrs.raw, at, len);
+}
+
+static int on_field(http_parser *p, const char *at, size_t len)
+{
+	struct fg_exchange *x = &of(p)->x;
+
+	if (fg_hdrs_on_field(&x->hdrs, at, len)) {
+		x->reject_status = x->hdrs.overflow ? 431 : 500;
+		return -1;
+	}
+	return 0;
+}
+
+static int on_value(http_parser *p, const char *at, size_t len)
+{
+	struct fg_exchange *x = &of(p)->x;
+
+	if (fg_hdrs_on_value(&x->hdrs, at, len)) {
+		x->reject_status = 500;
+		return -1;
+	}
+	return 0;
+}
+
+static bool expects_continue(const struct fg_hdrs *h, bool *other)
+{
+	size_t len;
+	const char *v = fg_hdrs_get(h, "expect", &len);
+
+	*other = v && !(len == 12 && !strncasecmp(v, "100-continue", 12));
+	return v && !*other;
+}
+
+static int on_headers(http_parser *p)
+{
+	struct fg_client *c = of(p);
+	struct fg_exchange *x = &c->x;
+	bool chunked = p->flags & F_CHUNKED;
+	bool has_length = !chunked && p->content_length != ULLONG_MAX && p->content_length > 0;
+	bool other_expect;
+
+	x->headers_done = true;
+	c->keep_alive = http_should_keep_alive(p);
+	c->deadline_ns = fg_now_ns() + c->px->body_ns;
+	if (has_length && p->content_length > c->px->max_body) {
+		x->reject_status = 413;
+		return -1;
+	}
+	bool cont = expects_continue(&x->hdrs, &other_expect);
+	if (other_expect) {
+		x->reject_status = 417;
+		return -1;
+	}
+	/* flushed when the read handler finishes: never close c from a callback */
+	if (cont && (has_length || chunked) && p->http_minor >= 1)
+		fg_buf_append(&c->out, "HTTP/1.1 100 Continue\r\n\r\n", 25);
+	if (has_length && fg_buf_reserve(&x->body, p->content_length)) {
+		x->reject_status = 500;
+		return -1;
+	}
+	return 0;
+}
+
+static int on_body(http_parser *p, const char *at, size_t len)
+{
+	struct fg_client *c = of(p);
+	struct fg_exchange *x = &c->x;
+
+	if (fg_buf_used(&x->body) + len > c->px->max_body) {
+		x->reject_status = 413;
+		return -1;
+	}
+	if (fg_buf_append(&x->body, at, len)) {
+		x->reject_status = 500;
+		return -1;
+	}
+	return 0;
+}
+
+static int on_complete(http_parser *p)
+{
+	of(p)->x.complete = true;
+	http_parser_pause(p, 1); /* one exchange at a time: the rest stays buffered */
+	return 0;
+}
+
+const http_parser_settings fg_client_req_settings = {
+	.on_message_begin = on_begin,
+	.on_url = on_url,
+	.on_header_field = on_field,
+	.on_header_value = on_value,
+	.on_headers_complete = on_headers,
+	.on_body = on_body,
+	.on_message_complete = on_complete,
+};
+
+/* ---- lifecycle -------------------------------------------------------- */
+
+void fg_client_update_events(struct fg_client *c)
+{
+	uint32_t ev = EPOLLRDHUP;
+
+	/* read while parsing, and a little ahead while an exchange runs (to
+	 * notice a disconnect and keep pipelined requests) */
+	if (c->state == CL_CLOSING || fg_buf_used(&c->in) < FG_PIPELINE_MAX ||
+	    c->state == CL_READING)
+		ev |= EPOLLIN;
+	if (fg_buf_used(&c->out))
+		ev |= EPOLLOUT;
+	if (ev != c->events) {
+		fg_loop_mod(c->px->st->loop, c->fd, ev);
+		c->events = ev;
+	}
+}
+
+void fg_client_accept(struct fg_proxy *px, int fd, const struct sockaddr_storage *peer,
+		      socklen_t peer_len)
+{
+	struct fg_client *c = calloc(1, sizeof(*c));
+	int one = 1;
+
+	if (!c) {
+		close(fd);
+		return;
+	}
+	c->px = px;
+	c->fd = fd;
+	memcpy(&c->peer, peer, peer_len);
+	c->peer_len = peer_len;
+	c->local_len = sizeof(c->local);
+	getsockname(fd, (struct sockaddr *)&c->local, &c->local_len);
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	http_parser_init(&c->parser, HTTP_REQUEST);
+	c->parser.data = c;
+	c->events = EPOLLIN | EPOLLRDHUP;
+	c->deadline_ns = fg_now_ns() + px->header_ns;
+	c->timeout_status = 0;
+	if (fg_loop_add(px->st->loop, fd, c->events, client_cb, c)) {
+		close(fd);
+		free(c);
+		return;
+	}
+	fg_link_add(&px->clients, &c->link);
+	px->n_clients++;
+	px->metrics.connections_total++;
+}
+
+static void buf_trim(struct fg_buf *b, size_t keep_cap)
+{
+	if (b->cap > keep_cap)
+		fg_buf_free(b);
+	else
+		fg_buf_reset(b);
+}
+
+/* Forget the current exchange; buffers are kept for the next one. */
+static void exchange_reset(struct fg_client *c)
+{
+	struct fg_exchange *x = &c->x;
+
+	/* the gateway links x->gwr into its lists: never forget it while live */
+	if (x->reserved)
+		fg_exchange_settle(c, FG_OUT_CLIENT_GONE);
+	fg_tokenize_cancel(x->tok); /* the client left while its prompt was counted */
+	if (x->tenant)
+		fg_tenant_unref(&c->px->quota, x->tenant);
+	free(x->fwd_body);
+	fg_sse_free(&x->sse_state);
+	struct fg_buf body = x->body, copy = x->resp_copy;
+	fg_hdrs_reset(&x->hdrs);
+	fg_hdrs_reset(&x->rhdrs);
+	buf_trim(&x->hdrs.raw, KEEP_BUF_CAP);
+	buf_trim(&x->rhdrs.raw, KEEP_BUF_CAP);
+	buf_trim(&body, KEEP_BUF_CAP);
+	buf_trim(&copy, KEEP_COPY_CAP);
+	memset(x, 0, offsetof(struct fg_exchange, hdrs));
+	x->body = body;
+	x->resp_copy = copy;
+}
+
+void fg_client_close(struct fg_client *c)
+{
+	struct fg_proxy *px = c->px;
+	struct fg_exchange *x = &c->x;
+
+	if (x->up)
+		fg_upstream_abort(x->up); /* the engine stops generating for nobody */
+	if (x->reserved)
+		fg_exchange_settle(c, FG_OUT_CLIENT_GONE);
+	exchange_reset(c);
+	fg_hdrs_reset(&x->hdrs);
+	fg_buf_free(&x->hdrs.raw);
+	fg_buf_free(&x->rhdrs.raw);
+	fg_buf_free(&x->body);
+	fg_buf_free(&x->resp_copy);
+	fg_loop_del(px->st->loop, c->fd);
+	close(c->fd);
+	fg_buf_free(&c->in);
+	fg_buf_free(&c->out);
+	fg_link_del(&c->link);
+	px->n_clients--;
+	explicit_bzero(c->key, sizeof(c->key)); /* no client's key outlives its connection */
+	free(c);
+}
+
+/* Stop taking requests; close once the last response is out. */
+static void begin_closing(struct fg_client *c)
+{
+	c->state = CL_CLOSING;
+	c->deadline_ns = fg_now_ns() + FG_LINGER_NS;
+	c->timeout_status = 0;
+	fg_buf_reset(&c->in);
+	fg_client_update_events(c);
+}
+
+/* Returns -1 when the client is gone (and freed). */
+static int flush_or_close(struct fg_client *c)
+{
+	while (fg_buf_used(&c->out)) {
+		ssize_t n = send(c->fd, fg_buf_head(&c->out), fg_buf_used(&c->out),
+				 MSG_NOSIGNAL | MSG_DONTWAIT);
+		if (n > 0) {
+			fg_buf_consume(&c->out, (size_t)n);
+			c->last_progress_ns = fg_now_ns();
+			continue;
+		}
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+			break;
+		fg_client_close(c);
+		return -1;
+	}
+	if (c->state == CL_CLOSING && !fg_buf_used(&c->out) && !c->closing_sent) {
+		/* lingering close: the peer reads our answer before any RST */
+		shutdown(c->fd, SHUT_WR);
+		c->closing_sent = true;
+	}
+	if (c->x.up && c->x.up->paused && fg_buf_used(&c->out) < FG_OUT_LOW)
+		fg_upstream_resume(c->x.up);
+	fg_client_update_events(c);
+	return 0;
+}
+
+int fg_client_flush(struct fg_client *c)
+{
+	return flush_or_close(c);
+}
+
+void fg_client_send_early(struct fg_client *c)
+{
+	if (!fg_buf_used(&c->out))
+		return;
+	ssize_t n = send(c->fd, fg_buf_head(&c->out), fg_buf_used(&c->out),
+			 MSG_NOSIGNAL | MSG_DONTWAIT);
+	if (n > 0) {
+		fg_buf_consume(&c->out, (size_t)n);
+		c->last_progress_ns = fg_now_ns();
+	}
+}
+
+/* ---- answers the proxy writes itself --------------------------------- */
+
+static void count_refusal(struct fg_client *c, enum fg_outcome o)
+{
+	if (c->x.tenant)
+		fg_quota_count(c->x.tenant, o);
+	else
+		c->px->metrics.malformed++;
+}
+
+void fg_client_error(struct fg_client *c, int status, const char *type, const char *code,
+		     const char *param, const char *message, const char *extra_headers)
+{
+	/* after a malformed or unfinished request the byte stream is lost */
+	bool keep = c->keep_alive && c->x.complete;
+
+	fg_http_error(&c->out, status, type, code, param, message, extra_headers, !keep);
+	if (c->x.reserved)
+		fg_exchange_settle(c, FG_OUT_ENGINE_ERROR);
+	exchange_reset(c);
+	if (keep) {
+		c->state = CL_READING;
+		c->deadline_ns = fg_now_ns() + c->px->idle_ns;
+		c->timeout_status = 0;
+	} else {
+		begin_closing(c);
+	}
+}
+
+static void bad_http(struct fg_client *c)
+{
+	struct fg_exchange *x = &c->x;
+	enum http_errno e = HTTP_PARSER_ERRNO(&c->parser);
+	char msg[256];
+	int status = x->reject_status ? x->reject_status : 400;
+
+	if (status == 413)
+		snprintf(msg, sizeof(msg), "request body is larger than this server accepts (%" PRIu64 " bytes)",
+			 c->px->max_body);
+	else if (status == 431 || e == HPE_HEADER_OVERFLOW)
+		status = 431, snprintf(msg, sizeof(msg), "request headers are too large or too many");
+	else if (status == 417)
+		snprintf(msg, sizeof(msg), "only 'Expect: 100-continue' is supported");
+	else if (status == 500)
+		snprintf(msg, sizeof(msg), "out of memory while reading the request");
+	else
+		snprintf(msg, sizeof(msg), "malformed HTTP request: %s", http_errno_description(e));
+	count_refusal(c, FG_OUT_BAD_REQUEST);
+	c->x.complete = false; /* the connection cannot be reused */
+	fg_client_error(c, status, "invalid_request_error", status == 413 ? "request_too_large" : NULL,
+			NULL, msg, NULL);
+}
+
+/* ---- identity ---------------------------------------------------------- */
+
+static struct fg_tenant_rt *identify(struct fg_client *c, const char **why)
+{
+	struct fg_proxy *px = c->px;
+	const struct fg_hdrs *h = &c->x.hdrs;
+	size_t len, tlen;
+	const char *v;
+
+	v = fg_hdrs_get(h, FG_TENANT_HEADER, &len);
+	if (v && fg_source_trusted(&px->st->policy->agent, (struct sockaddr *)&c->peer)) {
+		char name[FG_NAME_MAX];
+		if (len >= sizeof(name)) {
+			*why = "unknown tenant in " FG_TENANT_HEADER;
+			return NULL;
+		}
+		memcpy(name, v, len);
+		name[len] = 0;
+		struct fg_tenant_rt *t = fg_quota_by_name(&px->quota, name);
+		if (!t)
+			*why = "unknown tenant in " FG_TENANT_HEADER;
+		return t;
+	}
+	v = fg_hdrs_get(h, "authorization", &len);
+	if (!v) {
+		*why = "You didn't provide an API key. Send it as 'Authorization: Bearer YOUR_KEY'.";
+		return NULL;
+	}
+	const char *tok = fg_bearer_token(v, len, &tlen);
+	const uint8_t *hash = c->key_hash;
+	uint8_t fresh[32];
+	if (!tok) {
+		*why = "The Authorization header must be 'Bearer YOUR_KEY'.";
+		return NULL;
+	}
+	if (!tlen || tlen != c->key_len || memcmp(tok, c->key, tlen)) {
+		/* a new key on this connection: hash it, and remember it when short */
+		c->key_len = 0;
+		if (fg_sha256(tok, tlen, fresh)) {
+			*why = "The Authorization header must be 'Bearer YOUR_KEY'.";
+			return NULL;
+		}
+		hash = fresh;
+		if (tlen && tlen <= sizeof(c->key)) {
+			memcpy(c->key, tok, tlen);
+			memcpy(c->key_hash, fresh, sizeof(fresh));
+			c->key_len = (uint8_t)tlen;
+		}
+	}
+	/* the policy is consulted every time: a reload may have moved the key */
+	struct fg_tenant_rt *t = fg_quota_by_key(&px->quota, hash);
+	if (!t)
+		*why = "Incorrect API key provided.";
+	return t;
+}
+
+/* The kernel learns which tenant this source belongs to, once per
+ * connection and tenant (a map write per request would be wasted). */
+static void learn_source(struct fg_client *c, struct fg_tenant_rt *t)
+{
+	if (c->learned == t)
+		return;
+	c->learned = t;
+	fg_kernel_learn_source(c->px->st, (struct sockaddr *)&c->peer, t->id);
+}
+
+/* ---- admission ---------------------------------------------------------- */
+
+static void refuse_rate(struct fg_client *c, const struct fg_gw_decision *d)
+{
+	struct fg_tenant_rt *t = c->x.tenant;
+	const struct fg_bucket *b = &c->px->gw->t[t->id].bucket;
+	const struct fg_price *pr = &c->x.gwr.price;
+	char msg[512], hdr[128];
+	uint64_t s = fg_retry_after_s(d->wait_ns), ms = fg_retry_after_ms(d->wait_ns);
+
+	snprintf(msg, sizeof(msg),
+		 "Rate limit reached for tenant '%s': this request is priced at %.0f units "
+		 "(~%.0f prompt tokens + %.0f reserved output tokens) and the quota bucket holds "
+		 "%.0f of %.0f units, refilling at %.0f units/s. Retry after %" PRIu64 " ms.",
+		 t->name, d->cost, pr->prompt_tokens, pr->output_tokens, fmax(0, b->level), b->depth,
+		 b->rate, ms);
+	snprintf(hdr, sizeof(hdr), "Retry-After: %" PRIu64 "\r\nretry-after-ms: %" PRIu64 "\r\n", s, ms);
+	fg_client_error(c, 429, "rate_limit_error", "rate_limit_exceeded", NULL, msg, hdr);
+}
+
+static void refuse_never(struct fg_client *c, const struct fg_gw_decision *d)
+{
+	struct fg_tenant_rt *t = c->x.tenant;
+	const struct fg_bucket *b = &c->px->gw->t[t->id].bucket;
+	const struct fg_price *pr = &c->x.gwr.price;
+	char msg[640];
+
+	if (b->rate <= 0)
+		snprintf(msg, sizeof(msg),
+			 "Tenant '%s' has no quota (units_per_s is 0): no request can be admitted.",
+			 t->name);
+	else
+		snprintf(msg, sizeof(msg),
+			 "This request can never be admitted for tenant '%s': it is priced at %.0f units "
+			 "(~%.0f prompt tokens + %.0f reserved output tokens, n x max_tokens) but the "
+			 "tenant's bucket holds at most %.0f units (burst_s x units_per_s). Lower "
+			 "max_tokens / max_completion_tokens, n, or the prompt.",
+			 t->name, d->cost, pr->prompt_tokens, pr->output_tokens, b->depth);
+	fg_client_error(c, 400, "invalid_request_error", "request_exceeds_quota",
+			pr->output_tokens > pr->prompt_tokens ? "max_tokens" : "messages",
+			msg, "x-should-retry: false\r\n");
+}
+
+/* Refusals for the request's size: they do not depend on the rate, so they
+ * say so (x-should-retry: false) and name the limit. */
+static void refuse_size(struct fg_client *c, const struct fg_gw_decision *d)
+{
+	struct fg_exchange *x = &c->x;
+	const char *param = x->api == FG_API_COMPLETIONS ? "prompt"
+			    : x->api == FG_API_CHAT ? "messages"
+			    : x->api == FG_API_RESPONSES ? "input" : NULL;
+	const char *code = d->outcome == FG_GW_KV_NEVER ? "kv_cache_cap_exceeded"
+							: "context_length_exceeded";
+
+	fg_quota_count(x->tenant, d->outcome == FG_GW_KV_NEVER ? FG_OUT_KV_NEVER
+								: FG_OUT_CONTEXT_EXCEEDED);
+	fg_client_error(c, 400, "invalid_request_error", code, param, d->reason,
+			"x-should-retry: false\r\n");
+}
+
+/* ---- routing ----------------------------------------------------------- */
+
+static bool host_is(const struct fg_hdrs *h, const char *auth, size_t len)
+{
+	size_t hl;
+	const char *host = fg_hdrs_get(h, "host", &hl);
+
+	return host && hl == len && !strncasecmp(host, auth, len);
+}
+
+/* The target as origin-form: an absolute-form target naming this server
+ * (its Host) is cut to its path; one naming another is refused. */
+static bool origin_form(struct fg_client *c, const char **why)
+{
+	struct fg_exchange *x = &c->x;
+	const char *url = x->hdrs.raw.data + x->url;
+	size_t len = x->url_len, skip;
+
+	if (len && url[0] == '/')
+		return true;
+	if (len >= 7 && !strncasecmp(url, "http://", 7))
+		skip = 7;
+	else if (len >= 8 && !strncasecmp(url, "https://", 8))
+		skip = 8;
+	else {
+		*why = "the request target must be a path ('/v1/...')";
+		return false;
+	}
+	const char *auth = url + skip, *slash = memchr(auth, '/', len - skip);
+	size_t alen = slash ? (size_t)(slash - auth) : len - skip;
+	if (!host_is(&x->hdrs, auth, alen)) {
+		*why = "an absolute-form request target must name this server (its Host header)";
+		return false;
+	}
+	if (!slash) {
+		*why = "the request target has no path";
+		return false;
+	}
+	x->url += (uint32_t)(slash - url);
+	x->url_len -= (uint32_t)(slash - url);
+	return true;
+}
+
+static uint32_t method_bit(unsigned method)
+{
+	switch (method) {
+	case HTTP_GET: return FG_M_GET;
+	case HTTP_POST: return FG_M_POST;
+	case HTTP_HEAD: return FG_M_HEAD;
+	case HTTP_PUT: return FG_M_PUT;
+	case HTTP_PATCH: return FG_M_PATCH;
+	case HTTP_DELETE: return FG_M_DELETE;
+	case HTTP_OPTIONS: return FG_M_OPTIONS;
+	default: return 0; /* no route takes it: 404 or 405 */
+	}
+}
+
+/* Which route the request takes; false when it was answered (400, 404, 405). */
+static bool route(struct fg_client *c)
+{
+	struct fg_proxy *px = c->px;
+	struct fg_exchange *x = &c->x;
+	const char *name = http_method_str(c->parser.method), *why = NULL;
+	uint32_t method = method_bit(c->parser.method);
+	char msg[320];
+	enum fg_route_verdict v = FG_ROUTE_BAD_TARGET;
+
+	if (origin_form(c, &why))
+		v = fg_route_target(&px->st->policy->agent, method, x->hdrs.raw.data + x->url,
+				    x->url_len, &x->route, &why);
+	int plen = (int)(x->route.path_len < 200 ? x->route.path_len : 200);
+	switch (v) {
+	case FG_ROUTE_OK:
+		x->api = x->route.api;
+		return true;
+	case FG_ROUTE_BAD_TARGET:
+		px->metrics.refused_path[0]++;
+		snprintf(msg, sizeof(msg), "Invalid request target: %s.", why);
+		fg_client_error(c, 400, "invalid_request_error", "invalid_path", NULL, msg, NULL);
+		return false;
+	case FG_ROUTE_NOT_FOUND:
+		px->metrics.refused_path[1]++;
+		snprintf(msg, sizeof(msg), "%s %.*s: not found (this gateway forwards only the endpoints it prices, and those the policy lists under agent.passthrough).",
+			 name, plen, x->hdrs.raw.data + x->url);
+		fg_client_error(c, 404, "invalid_request_error", "not_found", NULL, msg, NULL);
+		return false;
+	case FG_ROUTE_METHOD: {
+		char allowed[64], hdr[96];
+		px->metrics.refused_path[2]++;
+		fg_methods_text(x->route.allowed, allowed, sizeof(allowed));
+		snprintf(msg, sizeof(msg), "%s is not allowed on %.*s (allowed: %s).", name, plen,
+			 x->hdrs.raw.data + x->url, allowed);
+		snprintf(hdr, sizeof(hdr), "Allow: %s\r\n", allowed);
+		fg_client_error(c, 405, "invalid_request_error", "method_not_allowed", NULL, msg, hdr);
+		return false;
+	}
+	}
+	return false;
+}
+
+/* ---- admission ----------------------------------------------------------- */
+
+/* Price and decide with the gateway. Returns true when the request is
+ * admitted (queued, or bound for the long-context pool); otherwise the
+ * answer has been written. */
+static bool admit(struct fg_client *c)
+{
+	struct fg_proxy *px = c->px;
+	struct fg_exchange *x = &c->x;
+	uint64_t now = fg_now_ns();
+	struct fg_gw_decision d = fg_gw_admit(px->gw, &x->gwr, x->tenant->id, x->info.model,
+					      &x->info.shape, now);
+
+	x->gwr.item.owner = c;
+	x->gwr.streams = x->info.stream && (x->api == FG_API_CHAT || x->api == FG_API_COMPLETIONS);
+	switch (d.outcome) {
+	case FG_GW_QUEUED:
+	case FG_GW_LONG_CONTEXT:
+		x->reserved = true;
+		x->long_ctx = d.outcome == FG_GW_LONG_CONTEXT;
+		if (x->long_ctx)
+			x->tenant->long_context++;
+		fg_quota_publish(px->st, &px->quota, x->tenant, now);
+		return true;
+	case FG_GW_RETRY_LATER:
+		fg_quota_count(x->tenant, FG_OUT_RATE_LIMITED);
+		fg_quota_publish(px->st, &px->quota, x->tenant, now);
+		refuse_rate(c, &d);
+		return false;
+	case FG_GW_CONTEXT_EXCEEDED:
+	case FG_GW_KV_NEVER:
+	case FG_GW_NO_LONG_POOL:
+		refuse_size(c, &d);
+		return false;
+	case FG_GW_BUCKET_NEVER:
+	default:
+		fg_quota_count(x->tenant, FG_OUT_NEVER_FITS);
+		refuse_never(c, &d);
+		return false;
+	}
+}
+
+static bool rewrite_body(struct fg_client *c)
+{
+	struct fg_exchange *x = &c->x;
+	const struct fg_tenant_rt *t = x->tenant;
+	bool priority_engine = c->px->st->policy->agent.engine_scheduling == FG_ENGINE_PRIORITY;
+	bool inference = x->api == FG_API_CHAT || x->api == FG_API_COMPLETIONS ||
+			 x->api == FG_API_RESPONSES || x->api == FG_API_EMBEDDINGS;
+	bool salted = t && t->salted;
+	struct fg_rewrite rw = {
+		/* the endpoints that use the prefix cache get the tenant's salt;
+		 * any other body keeps a salt member only as the tenant's */
+		.cache_salt = salted && (inference || x->info.cache_salt.present) ? t->salt : NULL,
+		.force_usage = x->info.stream && fg_api_streams_usage(x->api),
+		.set_priority = t && priority_engine && (inference || x->info.priority.present),
+		.priority = t ? t->priority : 0,
+		.max_tokens = x->reserved ? x->gwr.price.per_choice : 0,
+	};
+
+	if (!x->json_body)
+		return true; /* not JSON (a passthrough's own format): forwarded as it is */
+	if (salted && !t->salt[0])
+		return false;
+	x->fwd_body = fg_request_forward_body(&x->info, fg_buf_head(&x->body), fg_buf_used(&x->body),
+					      &rw, &x->fwd_len);
+	return x->fwd_body != NULL;
+}
+
+/* A content part the policy cannot price: refused before the engine. */
+static bool refuse_media(struct fg_client *c)
+{
+	struct fg_exchange *x = &c->x;
+	const struct fg_model *m = &c->px->st->policy->replica.model;
+	const struct fg_request_shape *s = &x->info.shape;
+	const char *param = x->api == FG_API_RESPONSES ? "input" : "messages";
+	const char *why = NULL;
+
+	if (s->images && !m->image_tokens)
+		why = "This model takes no image input (replica.model.image_tokens is 0 in the gateway's policy).";
+	else if (s->audios && !m->audio_tokens)
+		why = "This model takes no audio input (replica.model.audio_tokens is 0 in the gateway's policy).";
+	else if (x->info.videos)
+		why = "Video content parts are not accepted: the gateway has no rule to price them.";
+	else if (x->info.files)
+		why = "File content parts are not accepted: the gateway has no rule to price them.";
+	if (!why)
+		return false;
+	fg_quota_count(x->tenant, FG_OUT_BAD_REQUEST);
+	fg_client_error(c, 400, "invalid_request_error", "unsupported_content", param, why,
+			"x-should-retry: false\r\n");
+	return true;
+}
+
+/* Admit (the body is read and counted), rewrite, and queue or send.
+ * false when the client was answered instead. */
+static bool admit_and_go(struct fg_client *c)
+{
+	struct fg_proxy *px = c->px;
+	struct fg_exchange *x = &c->x;
+	uint64_t t0 = fg_now_ns();
+
+	if (!admit(c))
+		return false;
+	if (!rewrite_body(c)) {
+		fg_client_error(c, 500, "server_error", NULL, NULL,
+				"could not prepare the request for the engine", NULL);
+		return false;
+	}
+	fg_metrics_observe_decision(&px->metrics, fg_now_ns() - t0);
+	c->state = CL_ADMITTED;
+	if (!x->long_ctx)
+		fg_sched_kick(px); /* waits its turn in the fair queue */
+	else
+		fg_proxy_dispatch(c); /* the long-context pool: straight on */
+	return true;
+}
+
+static void counted(void *ctx, enum fg_tokenize_result r, uint64_t count, uint64_t max_model_len,
+		    int http_status)
+{
+	struct fg_client *c = ctx;
+	struct fg_proxy *px = c->px;
+	struct fg_exchange *x = &c->x;
+	(void)http_status;
+
+	x->tok = NULL;
+	px->metrics.tokenize[r]++;
+	fg_metrics_observe_tokenize(&px->metrics, fg_now_ns() - x->tok_started_ns);
+	if (r == FG_TOKENIZE_OK) {
+		/* 0 would read as "unknown": an empty prompt is one token of framing anyway */
+		x->info.shape.exact_prompt_tokens = count ? count : 1;
+		if (max_model_len)
+			px->gw->engine_max_model_len = max_model_len;
+	}
+	/* otherwise the estimate decides, limits on its conservative side */
+	if (!x->tenant->live) {
+		fg_quota_count(x->tenant, FG_OUT_TENANT_GONE);
+		fg_client_error(c, 403, "permission_error", "tenant_removed", NULL,
+				"The tenant was removed from the policy while this request was read.",
+				"x-should-retry: false\r\n");
+	} else {
+		admit_and_go(c);
+	}
+	fg_client_resume(c);
+}
+
+/* Ask the engine's tokenizer before admission when the estimate is near a
+ * limit. true: the count is under way (the exchange waits in CL_COUNTING). */
+static bool count_first(struct fg_client *c)
+{
+	struct fg_proxy *px = c->px;
+	struct fg_exchange *x = &c->x;
+	bool cut_off_later = x->info.stream && (x->api == FG_API_CHAT || x->api == FG_API_COMPLETIONS);
+	size_t len;
+
+	if (!fg_gw_exact_wanted(px->gw, x->tenant->id, x->info.model, &x->info.shape, cut_off_later,
+				fg_now_ns()))
+		return false;
+	char *body = fg_tokenize_body(&x->info, fg_buf_head(&x->body), fg_buf_used(&x->body), &len);
+	if (!body)
+		return false;
+	int fd = fg_pool_socket(px, &px->engine);
+	if (fd < 0) {
+		free(body);
+		px->metrics.tokenize[FG_TOKENIZE_FAILED]++;
+		return false;
+	}
+	x->tok_started_ns = fg_now_ns();
+	x->tok = fg_tokenize_start(px->st->loop, fd, body, len, px->tokenize_ns, counted, c);
+	free(body);
+	if (!x->tok) {
+		px->metrics.tokenize[FG_TOKENIZE_FAILED]++;
+		return false;
+	}
+	c->state = CL_COUNTING;
+	return true;
+}
+
+/* A metered request: its body read, checked and priced. */
+static void metered(struct fg_client *c)
+{
+	struct fg_exchange *x = &c->x;
+	char msg[384];
+	const char *param = NULL;
+	enum fg_api api = x->api;
+
+	if (api == FG_API_PASSTHROUGH) {
+		/* any JSON body has its salt and priority rewritten; others go as they are */
+		x->json_body = fg_buf_used(&x->body) &&
+			       !fg_request_parse(api, fg_buf_head(&x->body), fg_buf_used(&x->body),
+						 &x->info, msg, sizeof(msg), &param);
+		x->info.api = api;
+		x->info.shape.fixed_units = x->route.pass->units;
+		admit_and_go(c);
+		return;
+	}
+	if (fg_request_parse(api, fg_buf_head(&x->body), fg_buf_used(&x->body), &x->info, msg,
+			     sizeof(msg), &param)) {
+		fg_quota_count(x->tenant, FG_OUT_BAD_REQUEST);
+		fg_client_error(c, 400, "invalid_request_error", NULL, param, msg, NULL);
+		return;
+	}
+	x->json_body = true;
+	if (refuse_media(c) || count_first(c))
+		return;
+	admit_and_go(c);
+}
+
+/* Not metered (no key on a public path, a read-only endpoint, a free
+ * passthrough): forwarded as it is, less what the rewrite owns. */
+static void unmetered(struct fg_client *c)
+{
+	struct fg_exchange *x = &c->x;
+	char msg[128];
+	const char *param;
+
+	if (x->tenant)
+		fg_quota_count(x->tenant, FG_OUT_UNMETERED);
+	x->json_body = x->api == FG_API_PASSTHROUGH && fg_buf_used(&x->body) &&
+		       !fg_request_parse(FG_API_PASSTHROUGH, fg_buf_head(&x->body),
+					 fg_buf_used(&x->body), &x->info, msg, sizeof(msg), &param);
+	if (x->json_body && (x->info.cache_salt.present || x->info.priority.present) &&
+	    !rewrite_body(c)) {
+		fg_client_error(c, 500, "server_error", NULL, NULL,
+				"could not prepare the request for the engine", NULL);
+		return;
+	}
+	c->state = CL_ADMITTED;
+	fg_proxy_dispatch(c);
+}
+
+static void handle_request(struct fg_client *c)
+{
+	struct fg_proxy *px = c->px;
+	struct fg_exchange *x = &c->x;
+	const char *why = NULL;
+
+	c->deadline_ns = UINT64_MAX; /* the engine side owns the clock now */
+	c->timeout_status = 0;
+	if (!route(c))
+		return;
+	struct fg_tenant_rt *t = identify(c, &why);
+	if (!t && !x->route.public_path) {
+		px->metrics.unauthenticated++;
+		fg_client_error(c, 401, "invalid_request_error", "invalid_api_key", NULL, why,
+				"WWW-Authenticate: Bearer\r\n");
+		return;
+	}
+	if (t) {
+		x->tenant = t;
+		fg_tenant_ref(t);
+		learn_source(c, t);
+	}
+	bool priced = x->api != FG_API_NONE &&
+		      (x->api != FG_API_PASSTHROUGH || x->route.pass->units > 0);
+	if (t && priced)
+		metered(c);
+	else
+		unmetered(c);
+}
+
+/* ---- I/O ----------------------------------------------------------------- */
+
+/* The common request (fg_req_head_fast's form, its whole body already
+ * read) taken without http_parser, leaving c as the parser callbacks above
+ * would have: false when http_parser is to read it. */
+static bool fast_request(struct fg_client *c)
+{
+	struct fg_exchange *x = &c->x;
+	const char *p = fg_buf_head(&c->in);
+	size_t n = fg_buf_used(&c->in);
+	int method;
+	uint32_t url, url_len;
+	uint64_t clen;
+	size_t head = fg_req_head_fast(p, n, &x->hdrs, &method, &url, &url_len, &clen);
+
+	if (!head)
+		return false;
+	uint64_t body = clen == UINT64_MAX ? 0 : clen;
+	if (body > c->px->max_body || n - head < body || (body && fg_buf_reserve(&x->body, body))) {
+		/* a 413, a body still on its way, no memory: http_parser's cases */
+		fg_hdrs_reset(&x->hdrs);
+		return false;
+	}
+	x->started = x->headers_done = x->complete = true;
+	x->started_ns = fg_now_ns();
+	x->url = url;
+	x->url_len = url_len;
+	/* what the rest of the proxy reads from the parser: HTTP/1.1 without
+	 * Connection keeps the connection */
+	c->parser.method = (unsigned)method;
+	c->parser.http_major = 1;
+	c->parser.http_minor = 1;
+	c->keep_alive = true;
+	fg_buf_append(&x->body, p + head, body); /* room reserved above */
+	fg_buf_consume(&c->in, head + body);
+	return true;
+}
+
+static void process_input(struct fg_client *c)
+{
+	while (c->state == CL_READING && fg_buf_used(&c->in)) {
+		if (!c->x.started && fast_request(c)) {
+			handle_request(c);
+			continue;
+		}
+		size_t used = fg_buf_used(&c->in);
+		size_t n = http_parser_execute(&c->parser, &fg_client_req_settings, fg_buf_head(&c->in), used);
+		fg_buf_consume(&c->in, n);
+		if (c->x.complete) {
+			http_parser_pause(&c->parser, 0);
+			handle_request(c);
+			continue;
+		}
+		if (HTTP_PARSER_ERRNO(&c->parser) != HPE_OK) {
+			bad_http(c);
+			break;
+		}
+		if (n < used)
+			break; /* cannot happen without an error; do not spin */
+	}
+}
+
+/* Returns -1 when the client is gone. */
+static int read_input(struct fg_client *c)
+{
+	for (;;) {
+		if (c->state != CL_READING && c->state != CL_CLOSING &&
+		    fg_buf_used(&c->in) >= FG_PIPELINE_MAX)
+			return 0; /* enough read ahead; EPOLLRDHUP still reports a hangup */
+		if (fg_buf_reserve(&c->in, READ_CHUNK)) {
+			fg_client_close(c);
+			return -1;
+		}
+		ssize_t n = recv(c->fd, c->in.data + c->in.len, c->in.cap - c->in.len, MSG_DONTWAIT);
+		if (n > 0) {
+			if (c->state == CL_CLOSING) { /* lingering: discard */
+				fg_buf_reset(&c->in);
+				continue;
+			}
+			c->in.len += (size_t)n;
+			if ((size_t)n < READ_CHUNK)
+				return 0; /* drained; epoll says when there is more */
+			continue;
+		}
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+			return 0;
+		c->read_eof = true;
+		return 0;
+	}
+}
+
+static void client_cb(struct fg_loop *loop, int fd, uint32_t events, void *ctx)
+{
+	struct fg_client *c = ctx;
+	(void)loop;
+	(void)fd;
+
+	if (events & EPOLLOUT && flush_or_close(c))
+		return;
+	if (events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) {
+		if (read_input(c))
+			return;
+		/* a client that leaves mid-exchange is billed what it got
+		 * (fg_client_close settles); an idle one just goes */
+		if (c->read_eof && (c->state != CL_READING || !fg_buf_used(&c->in))) {
+			fg_client_close(c);
+			return;
+		}
+		process_input(c);
+		if (c->read_eof && c->state == CL_READING) {
+			fg_client_close(c); /* EOF inside a request: nothing to answer */
+			return;
+		}
+	}
+	flush_or_close(c);
+}
+
+/* Timeouts, from the proxy's periodic sweep. */
+void fg_client_sweep(struct fg_client *c, uint64_t now)
+{
+	if (c->state == CL_UPSTREAM && fg_buf_used(&c->out) &&
+	    now - c->last_progress_ns > c->px->idle_ns) {
+		fg_client_close(c); /* stopped reading a response: billed what it got */
+		return;
+	}
+	if (now < c->deadline_ns)
+		return;
+	if (c->state == CL_READING && c->timeout_status) {
+		count_refusal(c, FG_OUT_BAD_REQUEST);
+		c->x.complete = false;
+		fg_client_error(c, 408, "invalid_request_error", "request_timeout", NULL,
+				c->x.headers_done ? "the request body did not arrive in time"
+						  : "the request headers did not arrive in time",
+				NULL);
+		flush_or_close(c);
+		return;
+	}
+	if (c->state == CL_READING || c->state == CL_CLOSING)
+		fg_client_close(c);
+}
+
+/* After an answer written from outside the read path (engine failure):
+ * serve what the client pipelined meanwhile, and flush. */
+void fg_client_resume(struct fg_client *c)
+{
+	process_input(c);
+	flush_or_close(c);
+}
+
+/* The exchange is over (response relayed, or an error answered by the
+ * upstream side): next request, or close. */
+void fg_client_exchange_done(struct fg_client *c)
+{
+	bool keep = c->keep_alive && !c->x.resp_until_close && !c->read_eof;
+
+	exchange_reset(c);
+	if (!keep) {
+		begin_closing(c);
+		flush_or_close(c);
+		return;
+	}
+	c->state = CL_READING;
+	c->deadline_ns = fg_now_ns() + c->px->idle_ns;
+	c->timeout_status = 0;
+	process_input(c);
+	flush_or_close(c);
+}

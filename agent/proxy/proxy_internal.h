@@ -1,0 +1,335 @@
+/* proxy_internal.h — the proxy's connections and exchanges, shared by
+ * proxy.c (listeners, lifecycle, timers), proxy_client.c (the client side:
+ * HTTP in, identity, admission, responses out), proxy_upstream.c (the
+ * engine side: pools, forwarding, response relay, settlement) and
+ * proxy_sched.c (the gateway's clock: dispatch pump, queue deadlines, the
+ * 1 s tick for overload, peaks and the engine's metrics).
+ *
+ * One exchange per client connection at a time; pipelined requests wait in
+ * the client's input buffer. Admission (fg_gw_admit in proxy_client.c) and
+ * dispatch (fg_gw_dispatch in proxy_sched.c, then fg_proxy_dispatch) are
+ * separate steps: the per-tenant fair queue sits between them. */
+#ifndef FAIRGATE_PROXY_INTERNAL_H
+#define FAIRGATE_PROXY_INTERNAL_H
+
+#include <http_parser.h>
+#include <netinet/in.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+
+#include "agent/agent.h"
+#include "lib/buf.h"
+#include "agent/http/engine_tokenize.h"
+#include "agent/http/http_request.h"
+#include "agent/http/http_sse.h"
+#include "agent/proxy/metrics.h"
+#include "agent/proxy/tenant_table.h"
+#include "policy/policy_addr.h"
+#include "policy/gateway.h"
+
+#define FG_MAX_HEADERS 100
+#define FG_TENANT_HEADER "x-fairgate-tenant"
+#define FG_SWEEP_NS 100000000ull        /* timeout sweep period */
+#define FG_LINGER_NS 2000000000ull      /* drain a closing client this long */
+#define FG_CONNECT_TIMEOUT_NS 5000000000ull
+#define FG_POOL_IDLE_NS 30000000000ull  /* idle engine connections closed after */
+#define FG_POOL_MAX_IDLE 512
+#define FG_OUT_HIGH (1u << 20)          /* stop reading the engine above this */
+#define FG_OUT_LOW (256u << 10)         /* resume below this */
+#define FG_PIPELINE_MAX (64u << 10)     /* buffered bytes of a next request */
+#define FG_RESP_COPY_MAX (16u << 20)    /* non-stream body kept for usage */
+#define FG_KEY_MEMO_MAX 128             /* longest bearer key a connection remembers */
+
+struct fg_link {
+	struct fg_link *prev, *next;
+};
+
+static inline void fg_link_init(struct fg_link *l) { l->prev = l->next = l; }
+static inline bool fg_link_empty(const struct fg_link *l) { return l->next == l; }
+static inline void fg_link_add(struct fg_link *head, struct fg_link *l)
+{
+	l->next = head->next;
+	l->prev = head;
+	head->next->prev = l;
+	head->next = l;
+}
+static inline void fg_link_del(struct fg_link *l)
+{
+	l->prev->next = l->next;
+	l->next->prev = l->prev;
+	l->prev = l->next = l;
+}
+#define fg_container_of(p, type, member) ((type *)((char *)(p) - offsetof(type, member)))
+
+/* Header name/value pairs as offsets into one buffer. */
+struct fg_hdr {
+	uint32_t name, name_len, value, value_len;
+};
+struct fg_hdrs {
+	struct fg_buf raw;
+	struct fg_hdr h[FG_MAX_HEADERS];
+	uint32_t n;
+	bool in_value;
+	bool overflow;
+};
+
+struct fg_upstream;
+struct fg_proxy;
+
+enum fg_client_state {
+	CL_READING = 0,   /* waiting for / parsing a request */
+	CL_COUNTING,      /* waiting for the engine's /tokenize count before admission */
+	CL_ADMITTED,      /* admitted, waiting in the gateway's fair queue */
+	CL_UPSTREAM,      /* forwarded; relaying the response */
+	CL_CLOSING,       /* flushing the last response, then lingering */
+};
+
+struct fg_exchange {
+	bool started;             /* first byte of a request seen */
+	bool headers_done, complete;
+	uint32_t url, url_len;    /* offsets into hdrs.raw */
+	struct fg_buf body;
+	int reject_status;        /* set by parser callbacks: 413, 431... */
+	uint64_t started_ns, decided_ns;
+
+	enum fg_api api;
+	struct fg_route route;    /* what the target names (policy/request_path) */
+	struct fg_tenant_rt *tenant; /* referenced while set */
+	struct fg_tokenize *tok;  /* the exact-count call under way, or NULL */
+	uint64_t tok_started_ns;
+	struct fg_req_info info;
+	struct fg_gw_request gwr; /* the gateway's request: price, queue, KV, window */
+	bool reserved;            /* gwr is live in the gateway until settled */
+	bool long_ctx;            /* goes to the long-context pool */
+	bool json_body;           /* the body parsed: the rewrite applies to it */
+	char *fwd_body;           /* rewritten JSON (malloc), or NULL: send body */
+	size_t fwd_len;
+
+	struct fg_upstream *up;
+	bool retried;
+
+	/* response */
+	int status;
+	bool head_sent;           /* status line gone to the client: no more 502s */
+	bool resp_chunked;        /* re-framed to the client as chunked */
+	bool resp_until_close;    /* close-delimited to the client */
+	bool resp_no_body;
+	bool resp_done;
+	bool sse;
+	struct fg_sse sse_state;
+	struct fg_buf resp_copy;
+	bool resp_copy_overflow;
+	uint64_t delivered_bytes;
+	/* a stream the gateway ended at its first chunk: the engine's prompt
+	 * count broke a limit the estimate had passed */
+	bool cut_off;
+	enum fg_outcome cut_outcome;
+	char cut_code[32];
+	char cut_reason[200];
+
+	/* last: an exchange's end zeroes everything above (offsetof hdrs) but
+	 * only resets these two ~1.6 KiB tables (an entry is set when used) */
+	struct fg_hdrs hdrs;
+	struct fg_hdrs rhdrs;     /* the engine's response headers */
+};
+
+struct fg_client {
+	struct fg_link link;
+	struct fg_proxy *px;
+	int fd;
+	struct sockaddr_storage peer, local;
+	socklen_t peer_len, local_len;
+	http_parser parser;
+	enum fg_client_state state;
+	struct fg_buf in, out;
+	uint32_t events;          /* epoll mask in force */
+	uint64_t deadline_ns;
+	int timeout_status;       /* what to answer when deadline_ns passes (0 = just close) */
+	uint64_t last_progress_ns;/* last successful write */
+	bool keep_alive;          /* of the current request */
+	bool closing_sent;        /* shutdown(SHUT_WR) done */
+	bool read_eof;
+	struct fg_tenant_rt *learned; /* tenant last published for this source */
+	/* the last bearer key this connection sent and its SHA-256: a
+	 * keep-alive client sends the same key with every request, and
+	 * hashing it again cost ~7% of the request path (wiped at close) */
+	uint8_t key_len;          /* 0: none remembered */
+	char key[FG_KEY_MEMO_MAX];
+	uint8_t key_hash[32];
+	struct fg_exchange x;
+};
+
+/* Keep-alive connections to one upstream address. */
+struct fg_pool {
+	const char *what;         /* "engine" / "long-context pool", for errors */
+	struct sockaddr_storage addr;
+	socklen_t addr_len;       /* 0 = not configured */
+	struct fg_link idle;      /* most recent first */
+	uint32_t n_idle;
+};
+
+struct fg_upstream {
+	struct fg_link link;      /* its pool's idle list or the proxy's busy list */
+	struct fg_proxy *px;
+	struct fg_pool *pool;
+	int fd;
+	bool connecting;
+	bool reused;
+	bool idle;
+	bool paused;              /* not reading: the client is slow */
+	uint32_t events;          /* epoll mask in force */
+	http_parser parser;
+	struct fg_buf out;        /* request head; the body is sent from the exchange */
+	size_t body_sent;
+	bool body_sent_all;
+	struct fg_client *client;
+	uint64_t deadline_ns;
+	uint64_t idle_since_ns;
+	bool got_bytes;
+	bool fast;                /* its head was read by fg_resp_head_fast */
+	uint64_t fast_left;       /* then: body bytes still to come */
+};
+
+struct fg_engine_scrape;
+struct fg_fleet;
+
+struct fg_proxy {
+	struct fg_agent_state *st;
+	int listen_fd;
+	struct fg_pool engine;    /* agent.engine */
+	struct fg_pool long_pool; /* agent.long_context.upstream */
+	uint16_t exempt_lo, exempt_hi, exempt_next; /* transparent mode source ports */
+	struct fg_gateway *gw;    /* bucket, queue, KV, engine window: the one source of truth */
+	struct fg_quota quota;
+	struct fg_fleet *fleet;   /* agent.fleet (agent/fleet/fleet.c); NULL alone */
+	struct fg_link clients;
+	struct fg_link busy;
+	uint32_t n_clients, n_busy;
+	uint64_t sweep_timer;
+	struct fg_metrics metrics;
+	struct fg_buf scratch;    /* one relay step's output, reused */
+	uint64_t started_ns;
+
+	/* from the policy, in ns / bytes */
+	uint64_t header_ns, body_ns, idle_ns, upstream_ns, tokenize_ns;
+	uint64_t max_body;
+
+	/* proxy_sched.c */
+	uint64_t pump_timer;      /* a dispatch pass is scheduled */
+	uint64_t expire_timer, expire_at;
+	uint64_t tick_timer;
+	int overload_level;       /* published to the kernel; -1 none */
+	uint64_t overload_changes;
+	struct fg_engine_scrape *scrape;
+	bool scrape_fast;         /* the window waits for the engine's counts */
+	bool engine_metrics_known;
+	uint64_t engine_metrics_ns; /* last successful scrape */
+	double engine_waiting, engine_running, engine_kv_usage;
+	double engine_preemptions_seen; /* the engine's counter when last read */
+	bool preemptions_baseline;
+	uint64_t engine_preemptions; /* preemptions seen since the agent started */
+};
+
+/* proxy.c */
+/* A non-blocking listening socket; -1 with err naming `what`. */
+int fg_listen_tcp(const struct fg_hostport *hp, char *err, size_t errlen, const char *what);
+/* proxy_transparent.c: transparent mode's listener (agent.listen, or an
+ * ephemeral dual-stack loopback port), handed to steer. */
+int fg_proxy_transparent_listen(struct fg_agent_state *st, char *err, size_t errlen);
+/* "[::1]:40123" / "0.0.0.0:8000": where a socket is bound. */
+void fg_proxy_listen_desc(int fd, char *buf, size_t len);
+
+/* proxy_client.c */
+/* libhttp-parser callbacks that collect a client's request into c->x
+ * (parser.data = the fg_client): headers, URL, body within px->max_body,
+ * 100-continue, the 4xx a callback refuses with (x.reject_status), and
+ * a pause at each complete message. Public for the fuzz harness. */
+extern const http_parser_settings fg_client_req_settings;
+void fg_client_accept(struct fg_proxy *px, int fd, const struct sockaddr_storage *peer,
+		      socklen_t peer_len);
+void fg_client_close(struct fg_client *c);
+void fg_client_sweep(struct fg_client *c, uint64_t now_ns);
+/* The engine's answer is complete (or failed): settle, then serve the next
+ * pipelined request or close. */
+void fg_client_exchange_done(struct fg_client *c);
+/* Returns -1 when the client is gone (closed and freed). */
+int fg_client_flush(struct fg_client *c);
+void fg_client_resume(struct fg_client *c);
+/* One send of what is buffered, never closing: a failure is left to the
+ * next flush, so c stays valid. */
+void fg_client_send_early(struct fg_client *c);
+void fg_client_update_events(struct fg_client *c);
+/* Append a proxy-made error response; ends the exchange. */
+void fg_client_error(struct fg_client *c, int status, const char *type, const char *code,
+		     const char *param, const char *message, const char *extra_headers);
+
+/* proxy_upstream.c */
+/* Send an admitted (or unmetered) exchange to its pool. -1: the client was
+ * answered 503 (engine unavailable) and its exchange ended. */
+int fg_proxy_dispatch(struct fg_client *c);
+/* A non-blocking socket connecting to the pool's address (in transparent
+ * mode from a source port steer exempts), or -1 with errno. */
+int fg_pool_socket(struct fg_proxy *px, struct fg_pool *pool);
+void fg_pool_init(struct fg_pool *pool, const char *what);
+/* Point a pool at host:port ("" host = not configured); pooled connections
+ * to a previous address are closed. -1 when the host is not numeric. */
+int fg_pool_set(struct fg_proxy *px, struct fg_pool *pool, const struct fg_hostport *hp);
+void fg_pool_drain(struct fg_pool *pool);
+void fg_upstream_abort(struct fg_upstream *u);
+void fg_upstream_resume(struct fg_upstream *u);
+void fg_upstream_sweep(struct fg_upstream *u, uint64_t now_ns);
+void fg_upstream_close(struct fg_upstream *u);
+/* Settle an exchange on whatever is known (usage, delivered, failure). */
+void fg_exchange_settle(struct fg_client *c, enum fg_outcome o);
+
+/* proxy_sched.c */
+int fg_sched_start(struct fg_proxy *px, char *err, size_t errlen);
+void fg_sched_stop(struct fg_proxy *px);
+/* The gateway's policy changed (after fg_gw_reload): engine scrape target,
+ * orphaned requests answered, a dispatch pass. */
+void fg_sched_apply_policy(struct fg_proxy *px, const struct fg_policy *old,
+			   const struct fg_policy *p);
+/* Run a dispatch pass soon (from the loop, never inside the caller). */
+void fg_sched_kick(struct fg_proxy *px);
+/* Progress of a dispatched exchange: first token, output so far. */
+void fg_sched_first_token(struct fg_client *c);
+void fg_sched_output(struct fg_client *c, double completion_tokens);
+/* Sent to the engine: a non-streamed request waits for the engine's counts,
+ * so they are read often until they show it started. */
+void fg_sched_sent(struct fg_client *c);
+
+/* headers */
+void fg_hdrs_reset(struct fg_hdrs *h);
+int fg_hdrs_on_field(struct fg_hdrs *h, const char *at, size_t len);
+int fg_hdrs_on_value(struct fg_hdrs *h, const char *at, size_t len);
+/* inline: the name is a literal, so its length folds to a constant and
+ * most headers are told apart by length alone */
+static inline bool fg_hdr_is(const struct fg_hdrs *h, uint32_t i, const char *name)
+{
+	size_t n = strlen(name);
+
+	return h->h[i].name_len == n && !strncasecmp(h->raw.data + h->h[i].name, name, n);
+}
+const char *fg_hdr_value(const struct fg_hdrs *h, uint32_t i, size_t *len);
+const char *fg_hdrs_get(const struct fg_hdrs *h, const char *name, size_t *len);
+bool fg_hop_by_hop(const struct fg_hdrs *h, uint32_t i);
+/* A complete response head at the start of p[0, n) in its common form
+ * (HTTP/1.1, status 200-599 with a body, one Content-Length, no framing or
+ * connection headers, plain names and values) read into the empty h:
+ * returns its length with *status and *content_length. 0 for any other
+ * form (h left empty): http_parser reads it. */
+size_t fg_resp_head_fast(const char *p, size_t n, struct fg_hdrs *h, int *status,
+			 uint64_t *content_length);
+/* The same for a request head: "POST" or "GET", an origin-form target of
+ * plain characters, HTTP/1.1, plain headers without Connection, Expect or
+ * Transfer-Encoding, at most one Content-Length (*content_length, or
+ * UINT64_MAX), all within FG_REQ_HEAD_FAST_MAX bytes. The target goes
+ * first into h->raw (*url, *url_len), as the parser callbacks put it. */
+#define FG_REQ_HEAD_FAST_MAX (16u << 10)
+size_t fg_req_head_fast(const char *p, size_t n, struct fg_hdrs *h, int *method,
+			uint32_t *url, uint32_t *url_len, uint64_t *content_length);
+
+#endif

@@ -1,0 +1,909 @@
+/* proxy_upstream.c — the engine side of the proxy: keep-alive connection
+ * pools (the engine, and the long-context pool when one is configured),
+ * forwarding an admitted request, relaying the response chunk by chunk (SSE
+ * event by event, with the forced usage chunk hidden, first token and
+ * output reported to the gateway as they stream), and settling the
+ * gateway's request on how the exchange ended: usage from the engine, what a
+ * departed client received, or a refund when the engine failed. */
+#include <errno.h>
+#include <inttypes.h>
+#include <jansson.h>
+#include <limits.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "agent/http/http_errors.h"
+#include "agent/proxy/proxy_internal.h"
+
+#define READ_CHUNK (64u << 10)
+
+static void upstream_cb(struct fg_loop *loop, int fd, uint32_t events, void *ctx);
+
+/* ---- pool ------------------------------------------------------------------ */
+
+static void set_events(struct fg_upstream *u, uint32_t ev)
+{
+	if (ev == u->events)
+		return; /* an epoll_ctl per request adds up */
+	fg_loop_mod(u->px->st->loop, u->fd, ev);
+	u->events = ev;
+}
+
+void fg_upstream_close(struct fg_upstream *u)
+{
+	struct fg_proxy *px = u->px;
+
+	fg_loop_del(px->st->loop, u->fd);
+	close(u->fd);
+	fg_link_del(&u->link);
+	if (u->idle)
+		u->pool->n_idle--;
+	else
+		px->n_busy--;
+	fg_buf_free(&u->out);
+	free(u);
+}
+
+void fg_pool_init(struct fg_pool *pool, const char *what)
+{
+	memset(pool, 0, sizeof(*pool));
+	pool->what = what;
+	fg_link_init(&pool->idle);
+}
+
+void fg_pool_drain(struct fg_pool *pool)
+{
+	while (!fg_link_empty(&pool->idle))
+		fg_upstream_close(fg_container_of(pool->idle.next, struct fg_upstream, link));
+}
+
+int fg_pool_set(struct fg_proxy *px, struct fg_pool *pool, const struct fg_hostport *hp)
+{
+	struct sockaddr_storage ss = { 0 };
+	socklen_t len = 0;
+	(void)px;
+
+	if (hp->host[0] && fg_hostport_sockaddr(hp, &ss, &len))
+		return -1;
+	if (len != pool->addr_len || memcmp(&ss, &pool->addr, len)) {
+		/* a new address: connections in use finish, pooled ones go */
+		fg_pool_drain(pool);
+		pool->addr = ss;
+		pool->addr_len = len;
+	}
+	return 0;
+}
+
+static struct fg_upstream *pool_get(struct fg_pool *pool)
+{
+	if (fg_link_empty(&pool->idle))
+		return NULL;
+	struct fg_upstream *u = fg_container_of(pool->idle.next, struct fg_upstream, link);
+	struct fg_proxy *px = u->px;
+	fg_link_del(&u->link);
+	pool->n_idle--;
+	u->idle = false;
+	u->reused = true;
+	fg_link_add(&px->busy, &u->link);
+	px->n_busy++;
+	return u;
+}
+
+static void pool_put(struct fg_upstream *u)
+{
+	struct fg_proxy *px = u->px;
+
+	u->client = NULL;
+	u->idle = true;
+	u->paused = false;
+	u->idle_since_ns = fg_now_ns();
+	fg_link_del(&u->link);
+	px->n_busy--;
+	fg_link_add(&u->pool->idle, &u->link);
+	u->pool->n_idle++;
+	set_events(u, EPOLLIN | EPOLLRDHUP); /* to notice the engine closing it */
+	if (u->pool->n_idle > FG_POOL_MAX_IDLE)
+		fg_upstream_close(fg_container_of(u->pool->idle.prev, struct fg_upstream, link));
+}
+
+/* Transparent mode: upstream connections take a source port that steer
+ * exempts, or sk_lookup would hand them straight back to us. */
+static int bind_exempt_port(struct fg_proxy *px, struct fg_pool *pool, int fd)
+{
+	if (!px->exempt_lo)
+		return 0;
+	unsigned span = (unsigned)px->exempt_hi - px->exempt_lo + 1;
+	int one = 1;
+
+	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	for (unsigned i = 0; i < span; i++) {
+		uint16_t port = (uint16_t)(px->exempt_lo + (px->exempt_next++ % span));
+		struct sockaddr_storage ss = { .ss_family = pool->addr.ss_family };
+		socklen_t len;
+		if (ss.ss_family == AF_INET6) {
+			((struct sockaddr_in6 *)&ss)->sin6_port = htons(port);
+			len = sizeof(struct sockaddr_in6);
+		} else {
+			((struct sockaddr_in *)&ss)->sin_port = htons(port);
+			len = sizeof(struct sockaddr_in);
+		}
+		if (!bind(fd, (struct sockaddr *)&ss, len))
+			return 0;
+		if (errno != EADDRINUSE)
+			return -1;
+	}
+	errno = EADDRNOTAVAIL;
+	return -1;
+}
+
+static int pool_socket(struct fg_proxy *px, struct fg_pool *pool, bool *in_progress)
+{
+	if (!pool->addr_len) {
+		errno = EDESTADDRREQ;
+		return -1;
+	}
+	int fd = socket(pool->addr.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	int one = 1;
+
+	if (fd < 0)
+		return -1;
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	int rc = bind_exempt_port(px, pool, fd) ? -1
+		 : connect(fd, (struct sockaddr *)&pool->addr, pool->addr_len);
+	if (rc && errno != EINPROGRESS) {
+		int e = errno;
+		close(fd);
+		errno = e;
+		return -1;
+	}
+	*in_progress = rc != 0;
+	px->metrics.engine_connects++;
+	return fd;
+}
+
+int fg_pool_socket(struct fg_proxy *px, struct fg_pool *pool)
+{
+	bool in_progress;
+
+	return pool_socket(px, pool, &in_progress);
+}
+
+static struct fg_upstream *connect_new(struct fg_proxy *px, struct fg_pool *pool)
+{
+	bool in_progress;
+	int fd = pool_socket(px, pool, &in_progress);
+
+	if (fd < 0)
+		return NULL;
+	struct fg_upstream *u = calloc(1, sizeof(*u));
+	if (!u || fg_loop_add(px->st->loop, fd, EPOLLOUT | EPOLLIN | EPOLLRDHUP, upstream_cb, u)) {
+		free(u);
+		close(fd);
+		errno = ENOMEM;
+		return NULL;
+	}
+	u->px = px;
+	u->pool = pool;
+	u->fd = fd;
+	u->events = EPOLLOUT | EPOLLIN | EPOLLRDHUP;
+	u->connecting = in_progress;
+	fg_link_add(&px->busy, &u->link);
+	px->n_busy++;
+	return u;
+}
+
+/* ---- settlement --------------------------------------------------------------- */
+
+/* Usage of a JSON response body. Parsing only the top-level "usage" member
+ * (the last unescaped `"usage":` — inside a JSON string a quote is always
+ * escaped, and engines put usage last) keeps settlement cheap for large
+ * answers, and reading that object with yajl (fg_usage_parse) keeps it cheap
+ * for small ones; anything odd falls back to jansson, on the whole body. */
+static bool usage_of_body(const char *p, size_t n, struct fg_usage *u)
+{
+	static const char key[] = "\"usage\":";
+	const size_t kl = sizeof(key) - 1;
+	const char *hit = NULL;
+
+	/* from the end: the key is near it, and memmem over the whole body cost
+	 * more than the parse */
+	for (const char *e = p + n, *q; (q = memrchr(p, '"', (size_t)(e - p))); e = q)
+		if ((size_t)(p + n - q) >= kl && !memcmp(q, key, kl)) {
+			hit = q;
+			break;
+		}
+	if (hit) {
+		int r = fg_usage_parse(hit + kl, (size_t)(p + n - hit - kl), u);
+		if (r >= 0)
+			return r == 1;
+		json_t *v = json_loadb(hit + kl, (size_t)(p + n - hit - kl), JSON_DISABLE_EOF_CHECK, NULL);
+		if (json_is_object(v)) {
+			json_t *wrap = json_pack("{s:O}", "usage", v);
+			bool ok = wrap && fg_usage_from_json(wrap, u);
+			json_decref(wrap);
+			json_decref(v);
+			return ok;
+		}
+		json_decref(v);
+	}
+	json_t *root = json_loadb(p, n, 0, NULL);
+	bool ok = root && fg_usage_from_json(root, u);
+	json_decref(root);
+	return ok;
+}
+
+void fg_exchange_settle(struct fg_client *c, enum fg_outcome o)
+{
+	struct fg_proxy *px = c->px;
+	struct fg_gateway *gw = px->gw;
+	struct fg_exchange *x = &c->x;
+	struct fg_gw_request *r = &x->gwr;
+	struct fg_usage u = { 0 };
+	bool have_usage = false;
+	double billed = 0;
+	uint64_t now = fg_now_ns();
+
+	if (!x->reserved || !x->tenant)
+		return;
+	x->reserved = false;
+
+	if (x->sse && x->sse_state.have_usage) {
+		/* before the final usage: the prompt as counted, the output as
+		 * delivered (a chunk's usage counts one choice) */
+		u = x->sse_state.usage;
+		u.completion_tokens = fg_sse_output(&x->sse_state);
+		have_usage = true;
+	} else if (!x->sse && fg_buf_used(&x->resp_copy) && !x->resp_copy_overflow) {
+		have_usage = usage_of_body(fg_buf_head(&x->resp_copy), fg_buf_used(&x->resp_copy), &u);
+	}
+	if (have_usage && u.prompt_tokens > 0)
+		fg_gw_learn(gw, r, x->info.model, u.prompt_tokens);
+
+	/* a stream ended at its first chunk ran its prefill: billed for it */
+	bool ran = o == FG_OUT_OK || o == FG_OUT_CLIENT_GONE || (x->cut_off && o == x->cut_outcome);
+	bool served = ran && r->state != FG_GW_S_QUEUED;
+	if (served) {
+		if (!have_usage) {
+			/* no usage: what was delivered (streams), else what was reserved */
+			u = (struct fg_usage){ .prompt_tokens = r->price.prompt_tokens };
+			if (x->sse)
+				u.completion_tokens = fg_sse_output(&x->sse_state);
+			else if (o == FG_OUT_OK)
+				u.completion_tokens = r->price.output_tokens;
+		}
+		billed = fg_gw_finish(gw, r, &u, now);
+	} else {
+		/* still queued (the client left), or the engine failed or refused:
+		 * the tenant pays nothing, the platform's cost */
+		fg_gw_abort(gw, r, now);
+	}
+	fg_quota_ended(x->tenant, r->price.units, billed, o);
+	fg_quota_publish(px->st, &px->quota, x->tenant, now);
+	fg_sched_kick(px); /* KV, the engine window and the fair queue moved */
+}
+
+/* ---- forwarding -------------------------------------------------------------- */
+
+static int build_request(struct fg_client *c, struct fg_upstream *u)
+{
+	struct fg_exchange *x = &c->x;
+	const struct fg_hdrs *h = &x->hdrs;
+	struct fg_buf *o = &u->out;
+	size_t body_len = x->fwd_body ? x->fwd_len : fg_buf_used(&x->body);
+	bool has_host = false;
+	int rc = 0;
+
+	fg_buf_reset(o);
+	rc |= fg_buf_append_str(o, http_method_str(c->parser.method));
+	rc |= fg_buf_append(o, " ", 1);
+	rc |= fg_buf_append(o, h->raw.data + x->url, x->url_len);
+	rc |= fg_buf_append_str(o, " HTTP/1.1\r\n");
+	for (uint32_t i = 0; i < h->n; i++) {
+		if (fg_hop_by_hop(h, i) || fg_hdr_is(h, i, FG_TENANT_HEADER))
+			continue;
+		has_host |= fg_hdr_is(h, i, "host");
+		rc |= fg_buf_append(o, h->raw.data + h->h[i].name, h->h[i].name_len);
+		rc |= fg_buf_append(o, ": ", 2);
+		rc |= fg_buf_append(o, h->raw.data + h->h[i].value, h->h[i].value_len);
+		rc |= fg_buf_append(o, "\r\n", 2);
+	}
+	if (!has_host)
+		rc |= fg_buf_append_str(o, "Host: engine\r\n");
+	if (x->tenant) {
+		rc |= fg_buf_append_str(o, FG_TENANT_HEADER ": ");
+		rc |= fg_buf_append_str(o, x->tenant->name);
+		rc |= fg_buf_append(o, "\r\n", 2);
+	}
+	if (body_len || c->parser.method == HTTP_POST || c->parser.method == HTTP_PUT ||
+	    c->parser.method == HTTP_PATCH) {
+		rc |= fg_buf_append_str(o, "Content-Length: ");
+		rc |= fg_buf_append_uint(o, body_len, 10);
+		rc |= fg_buf_append(o, "\r\n", 2);
+	}
+	rc |= fg_buf_append(o, "\r\n", 2);
+	return rc ? -1 : 0;
+}
+
+/* Send what is left of head + body; 1 = done, 0 = later, -1 = failed. */
+static int upstream_send(struct fg_upstream *u)
+{
+	struct fg_exchange *x = &u->client->x;
+	const char *body = x->fwd_body ? x->fwd_body : fg_buf_head(&x->body);
+	size_t body_len = x->fwd_body ? x->fwd_len : fg_buf_used(&x->body);
+
+	for (;;) {
+		size_t head_left = fg_buf_used(&u->out);
+		size_t body_sent = u->body_sent;
+		struct iovec iov[2];
+		int n = 0;
+		if (head_left)
+			iov[n++] = (struct iovec){ fg_buf_head(&u->out), head_left };
+		if (body_sent < body_len)
+			iov[n++] = (struct iovec){ (char *)body + body_sent, body_len - body_sent };
+		if (!n) {
+			set_events(u, EPOLLIN | EPOLLRDHUP);
+			return 1;
+		}
+		struct msghdr mh = { .msg_iov = iov, .msg_iovlen = (size_t)n };
+		ssize_t w = sendmsg(u->fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
+		if (w < 0) {
+			if (errno == EINTR)
+				continue;
+			if (errno == EAGAIN || errno == EWOULDBLOCK) {
+				set_events(u, EPOLLIN | EPOLLOUT | EPOLLRDHUP);
+				return 0;
+			}
+			return -1;
+		}
+		size_t from_head = (size_t)w < head_left ? (size_t)w : head_left;
+		fg_buf_consume(&u->out, from_head);
+		u->body_sent += (size_t)w - from_head;
+	}
+}
+
+static void fail(struct fg_upstream *u, int status, const char *code, const char *why,
+		 bool dead_conn);
+
+static int start_exchange(struct fg_client *c, struct fg_upstream *u)
+{
+	u->client = c;
+	u->body_sent = 0;
+	u->got_bytes = false;
+	u->paused = false;
+	u->fast = false;
+	c->x.up = u;
+	c->state = CL_UPSTREAM;
+	c->last_progress_ns = fg_now_ns();
+	http_parser_init(&u->parser, HTTP_RESPONSE);
+	u->parser.data = u;
+	u->deadline_ns = fg_now_ns() + (u->connecting ? FG_CONNECT_TIMEOUT_NS : c->px->upstream_ns);
+	if (build_request(c, u))
+		return -1;
+	if (!u->connecting) {
+		int rc = upstream_send(u);
+		if (rc < 0)
+			return -1;
+		u->body_sent_all = rc == 1;
+	} else {
+		u->body_sent_all = false;
+	}
+	if (u->connecting)
+		set_events(u, EPOLLOUT | EPOLLIN | EPOLLRDHUP);
+	return 0;
+}
+
+static void refuse_unavailable(struct fg_client *c, const char *why)
+{
+	char msg[256];
+
+	c->px->metrics.engine_failures++;
+	snprintf(msg, sizeof(msg), "the inference engine is unavailable: %s", why);
+	fg_client_error(c, 503, "server_error", "engine_unavailable", NULL, msg,
+			"Retry-After: 1\r\n");
+}
+
+static int dispatch(struct fg_client *c, bool fresh)
+{
+	struct fg_proxy *px = c->px;
+	struct fg_pool *pool = c->x.long_ctx ? &px->long_pool : &px->engine;
+	struct fg_upstream *u = fresh ? NULL : pool_get(pool);
+
+	if (!u)
+		u = connect_new(px, pool);
+	if (!u) {
+		refuse_unavailable(c, strerror(errno));
+		return -1;
+	}
+	if (start_exchange(c, u)) {
+		bool retry = u->reused && !c->x.retried;
+		c->x.up = NULL;
+		u->client = NULL;
+		fg_upstream_close(u);
+		if (retry) {
+			c->x.retried = true;
+			px->metrics.engine_retries++;
+			return dispatch(c, true);
+		}
+		refuse_unavailable(c, "could not send the request");
+		return -1;
+	}
+	return 0;
+}
+
+int fg_proxy_dispatch(struct fg_client *c)
+{
+	if (dispatch(c, false))
+		return -1;
+	if (c->x.reserved)
+		fg_sched_sent(c);
+	return 0;
+}
+
+/* ---- response relay ------------------------------------------------------------ */
+
+static struct fg_upstream *up_of(http_parser *p)
+{
+	return p->data;
+}
+
+static int emit(struct fg_client *c, const char *p, size_t n)
+{
+	struct fg_exchange *x = &c->x;
+	int rc = 0;
+
+	if (!n)
+		return 0; /* a zero-size chunk would end the response */
+	if (x->resp_chunked) {
+		rc |= fg_buf_append_uint(&c->out, n, 16);
+		rc |= fg_buf_append(&c->out, "\r\n", 2);
+	}
+	rc |= fg_buf_append(&c->out, p, n);
+	if (x->resp_chunked)
+		rc |= fg_buf_append(&c->out, "\r\n", 2);
+	x->delivered_bytes += n;
+	return rc ? -1 : 0;
+}
+
+static int on_r_field(http_parser *p, const char *at, size_t len)
+{
+	return fg_hdrs_on_field(&up_of(p)->client->x.rhdrs, at, len);
+}
+
+static int on_r_value(http_parser *p, const char *at, size_t len)
+{
+	return fg_hdrs_on_value(&up_of(p)->client->x.rhdrs, at, len);
+}
+
+/* The engine's count of a stream's prompt, at its first chunk: a prompt
+ * that breaks the tier's max_context or the tenant's KV cap (the estimate
+ * let it through) ends the stream there. */
+static bool stream_prompt_known(void *ctx, double prompt_tokens)
+{
+	struct fg_client *c = ctx;
+	struct fg_exchange *x = &c->x;
+
+	if (!x->reserved)
+		return true;
+	struct fg_gw_decision d = fg_gw_prompt_known(c->px->gw, &x->gwr, prompt_tokens, fg_now_ns());
+	if (d.outcome == FG_GW_QUEUED)
+		return true;
+	bool kv = d.outcome == FG_GW_KV_NEVER;
+	x->cut_off = true;
+	x->cut_outcome = kv ? FG_OUT_KV_NEVER : FG_OUT_CONTEXT_EXCEEDED;
+	snprintf(x->cut_code, sizeof(x->cut_code), "%s",
+		 kv ? "kv_cache_cap_exceeded" : "context_length_exceeded");
+	snprintf(x->cut_reason, sizeof(x->cut_reason), "%s", d.reason);
+	return false;
+}
+
+/* The stream was stopped at its first chunk: the client gets an error
+ * event in OpenAI's shape and the end of the stream; the engine's
+ * connection is closed (it stops generating). */
+static int end_cut_stream(struct fg_client *c)
+{
+	struct fg_exchange *x = &c->x;
+	char *err = fg_error_json("invalid_request_error", x->cut_code,
+				  x->api == FG_API_CHAT ? "messages" : "prompt", x->cut_reason);
+	struct fg_buf ev = { 0 };
+	int rc = !err || fg_buf_printf(&ev, "data: %s\n\ndata: [DONE]\n\n", err) ? -1 : 0;
+
+	free(err);
+	if (!rc)
+		rc = emit(c, fg_buf_head(&ev), fg_buf_used(&ev));
+	fg_buf_free(&ev);
+	if (x->resp_chunked)
+		rc |= fg_buf_append(&c->out, "0\r\n\r\n", 5);
+	x->resp_done = true;
+	return rc;
+}
+
+static bool is_event_stream(const struct fg_hdrs *h)
+{
+	size_t len;
+	const char *v = fg_hdrs_get(h, "content-type", &len);
+
+	return v && len >= 17 && !strncasecmp(v, "text/event-stream", 17);
+}
+
+/* The engine's response head is complete (from http_parser, or from
+ * fg_resp_head_fast): the client's head goes out. content_length:
+ * ULLONG_MAX when there is none. */
+static int response_head(struct fg_client *c, int status, bool chunked, uint64_t content_length)
+{
+	struct fg_exchange *x = &c->x;
+	const struct fg_hdrs *h = &x->rhdrs;
+	struct fg_buf *o = &c->out;
+	bool head = c->parser.method == HTTP_HEAD;
+	int rc = 0;
+
+	x->status = status;
+	if (x->status < 200)
+		return 0; /* informational: the real head follows */
+	bool client11 = c->parser.http_major > 1 ||
+			(c->parser.http_major == 1 && c->parser.http_minor >= 1);
+	bool has_len = !chunked && content_length != ULLONG_MAX;
+	x->resp_no_body = head || x->status == 204 || x->status == 304;
+	bool chunks = x->api == FG_API_CHAT || x->api == FG_API_COMPLETIONS;
+	x->sse = !x->resp_no_body && x->info.stream && x->status == 200 && is_event_stream(h) &&
+		 (chunks || x->api == FG_API_RESPONSES);
+	if (x->sse && chunks) {
+		fg_sse_init(&x->sse_state, FG_SSE_CHUNKS, !x->info.client_wants_usage,
+			    !x->info.client_wants_continuous);
+		if (x->reserved) {
+			x->sse_state.on_prompt = stream_prompt_known;
+			x->sse_state.ctx = c;
+		}
+	} else if (x->sse) {
+		fg_sse_init(&x->sse_state, FG_SSE_RESPONSES, false, false);
+	} else if (x->reserved)
+		fg_sched_first_token(c); /* a whole answer (or an error): the engine is done with it */
+
+	rc |= fg_buf_append_str(o, "HTTP/1.1 ");
+	rc |= fg_buf_append_uint(o, (uint64_t)x->status, 10);
+	rc |= fg_buf_append(o, " ", 1);
+	rc |= fg_buf_append_str(o, http_status_str((enum http_status)x->status));
+	rc |= fg_buf_append(o, "\r\n", 2);
+	for (uint32_t i = 0; i < h->n; i++) {
+		bool len_hdr = fg_hdr_is(h, i, "content-length");
+		if (fg_hop_by_hop(h, i) && !(len_hdr && x->resp_no_body))
+			continue;
+		rc |= fg_buf_append(o, h->raw.data + h->h[i].name, h->h[i].name_len);
+		rc |= fg_buf_append(o, ": ", 2);
+		rc |= fg_buf_append(o, h->raw.data + h->h[i].value, h->h[i].value_len);
+		rc |= fg_buf_append(o, "\r\n", 2);
+	}
+	if (x->resp_no_body) {
+		/* nothing to frame */
+	} else if (!x->sse && has_len) {
+		rc |= fg_buf_append_str(o, "Content-Length: ");
+		rc |= fg_buf_append_uint(o, content_length, 10);
+		rc |= fg_buf_append(o, "\r\n", 2);
+	} else if (client11) {
+		x->resp_chunked = true;
+		rc |= fg_buf_append_str(o, "Transfer-Encoding: chunked\r\n");
+	} else {
+		x->resp_until_close = true;
+	}
+	if (!c->keep_alive || x->resp_until_close)
+		rc |= fg_buf_append_str(o, "Connection: close\r\n");
+	else if (!client11)
+		rc |= fg_buf_append_str(o, "Connection: keep-alive\r\n");
+	rc |= fg_buf_append(o, "\r\n", 2);
+	x->head_sent = true;
+	if (rc)
+		return -1;
+	return head ? 1 : 0; /* 1: a HEAD response has no body whatever it says */
+}
+
+static int on_r_headers(http_parser *p)
+{
+	return response_head(up_of(p)->client, p->status_code, p->flags & F_CHUNKED,
+			     p->content_length);
+}
+
+static int on_r_body(http_parser *p, const char *at, size_t len)
+{
+	struct fg_client *c = up_of(p)->client;
+	struct fg_exchange *x = &c->x;
+
+	if (x->status < 200)
+		return 0;
+	if (x->sse) {
+		struct fg_buf *scratch = &c->px->scratch;
+		fg_buf_reset(scratch);
+		if (fg_sse_feed(&x->sse_state, at, len, scratch))
+			return -1;
+		/* output so far (continuous usage, content events ~ tokens);
+		 * usage at the end corrects the fair queue's charge */
+		if (x->reserved && x->sse_state.content_events)
+			fg_sched_output(c, fg_sse_output(&x->sse_state));
+		if (emit(c, fg_buf_head(scratch), fg_buf_used(scratch)))
+			return -1;
+		if (x->sse_state.stopped && x->cut_off && !x->resp_done) {
+			if (end_cut_stream(c))
+				return -1;
+			http_parser_pause(p, 1);
+		}
+		return 0;
+	}
+	if (x->reserved && !x->resp_copy_overflow) {
+		if (fg_buf_used(&x->resp_copy) + len > FG_RESP_COPY_MAX) {
+			x->resp_copy_overflow = true;
+			fg_buf_free(&x->resp_copy);
+		} else if (fg_buf_append(&x->resp_copy, at, len)) {
+			return -1;
+		}
+	}
+	return emit(c, at, len);
+}
+
+static int on_r_complete(http_parser *p)
+{
+	struct fg_client *c = up_of(p)->client;
+	struct fg_exchange *x = &c->x;
+	int rc = 0;
+
+	if (x->status < 200) {
+		fg_hdrs_reset(&x->rhdrs);
+		return 0;
+	}
+	if (x->sse) {
+		struct fg_buf *scratch = &c->px->scratch;
+		fg_buf_reset(scratch);
+		rc |= fg_sse_finish(&x->sse_state, scratch);
+		rc |= emit(c, fg_buf_head(scratch), fg_buf_used(scratch));
+	}
+	if (x->resp_chunked)
+		rc |= fg_buf_append(&c->out, "0\r\n\r\n", 5);
+	x->resp_done = true;
+	http_parser_pause(p, 1);
+	return rc ? -1 : 0;
+}
+
+static const http_parser_settings resp_settings = {
+	.on_header_field = on_r_field,
+	.on_header_value = on_r_value,
+	.on_headers_complete = on_r_headers,
+	.on_body = on_r_body,
+	.on_message_complete = on_r_complete,
+};
+
+static enum fg_outcome outcome_of(int status)
+{
+	if (status >= 200 && status < 400)
+		return FG_OUT_OK;
+	return status < 500 ? FG_OUT_ENGINE_REJECTED : FG_OUT_ENGINE_ERROR;
+}
+
+/* The response is complete: the connection goes back to the pool when the
+ * engine keeps it alive, the bucket is settled, the client moves on. */
+static void finish(struct fg_upstream *u, bool reusable)
+{
+	struct fg_client *c = u->client;
+
+	/* a head read by fg_resp_head_fast is HTTP/1.1 without Connection; a
+	 * stream cut short still has the engine writing on it */
+	reusable = reusable && !c->x.cut_off && (u->fast || http_should_keep_alive(&u->parser));
+	c->x.up = NULL;
+	if (reusable)
+		pool_put(u);
+	else
+		fg_upstream_close(u);
+	/* the answer leaves first: settling (a usage parse) never delays it,
+	 * and nothing else runs before the books are closed */
+	fg_client_send_early(c);
+	if (c->x.reserved)
+		fg_exchange_settle(c, c->x.cut_off ? c->x.cut_outcome : outcome_of(c->x.status));
+	fg_client_exchange_done(c);
+}
+
+/* The engine side of an exchange failed. A pooled connection that turns out
+ * dead before any answer (the engine closed it while idle) is retried once
+ * on a fresh one; anything else is the client's 502/503/504, refunded. */
+static void fail(struct fg_upstream *u, int status, const char *code, const char *why,
+		 bool dead_conn)
+{
+	struct fg_client *c = u->client;
+	struct fg_proxy *px = u->px;
+	struct fg_exchange *x = &c->x;
+	bool retry = dead_conn && u->reused && !u->got_bytes && !x->retried && !x->head_sent;
+
+	x->up = NULL;
+	u->client = NULL;
+	fg_upstream_close(u);
+	if (retry) {
+		/* a pooled connection the engine had closed: once more, fresh */
+		x->retried = true;
+		px->metrics.engine_retries++;
+		if (!dispatch(c, true))
+			return;
+		fg_client_resume(c);
+		return;
+	}
+	px->metrics.engine_failures++;
+	if (!x->head_sent) {
+		char msg[256];
+		snprintf(msg, sizeof(msg), "the inference engine failed: %s", why);
+		fg_exchange_settle(c, FG_OUT_ENGINE_ERROR);
+		fg_client_error(c, status, "server_error", code, NULL, msg, NULL);
+		fg_client_resume(c);
+		return;
+	}
+	/* mid-response: end the connection without the final chunk so the
+	 * client sees a truncated response rather than a short success */
+	fg_exchange_settle(c, FG_OUT_ENGINE_ERROR);
+	x->resp_until_close = true;
+	fg_client_exchange_done(c);
+}
+
+void fg_upstream_abort(struct fg_upstream *u)
+{
+	if (u->client)
+		u->client->x.up = NULL;
+	u->client = NULL;
+	fg_upstream_close(u);
+}
+
+void fg_upstream_resume(struct fg_upstream *u)
+{
+	if (!u->paused)
+		return;
+	u->paused = false;
+	u->deadline_ns = fg_now_ns() + u->px->upstream_ns;
+	set_events(u, EPOLLIN | EPOLLRDHUP | (u->body_sent_all ? 0 : EPOLLOUT));
+}
+
+/* The common response read without http_parser: its head by
+ * fg_resp_head_fast, its Content-Length body counted here, the same
+ * callbacks called as http_parser would. 1: *done bytes consumed; 0: not
+ * that form, http_parser reads it; -1: a callback failed. */
+static int fast_read(struct fg_upstream *u, const char *p, size_t n, size_t *done)
+{
+	struct fg_client *c = u->client;
+	size_t head = 0;
+
+	if (!u->fast) {
+		int status;
+		uint64_t len;
+		if (c->parser.method == HTTP_HEAD ||
+		    !(head = fg_resp_head_fast(p, n, &c->x.rhdrs, &status, &len)))
+			return 0;
+		u->fast = true;
+		u->fast_left = len;
+		if (response_head(c, status, false, len))
+			return -1;
+	}
+	size_t body = n - head < u->fast_left ? n - head : (size_t)u->fast_left;
+	if (body && on_r_body(&u->parser, p + head, body))
+		return -1;
+	u->fast_left -= body;
+	if (c->x.resp_done) { /* a stream ended early */
+		*done = head + body;
+		return 1;
+	}
+	if (!u->fast_left && on_r_complete(&u->parser))
+		return -1;
+	*done = head + body;
+	return 1;
+}
+
+static void upstream_read(struct fg_upstream *u)
+{
+	static char buf[READ_CHUNK];
+	struct fg_client *c = u->client;
+
+	for (;;) {
+		ssize_t n = recv(u->fd, buf, sizeof(buf), MSG_DONTWAIT);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+			return;
+		if (n < 0) {
+			fail(u, 502, "engine_error", strerror(errno), true);
+			return;
+		}
+		bool first = !u->got_bytes; /* the head can only be read whole from the first bytes */
+		if (n > 0) {
+			u->got_bytes = true;
+			u->deadline_ns = fg_now_ns() + u->px->upstream_ns;
+		}
+		size_t done = 0;
+		int fast = (u->fast || first) && n > 0 ? fast_read(u, buf, (size_t)n, &done) : 0;
+		if (fast < 0) {
+			fail(u, 502, "engine_error", "malformed response from the engine", false);
+			return;
+		}
+		if (!fast)
+			done = http_parser_execute(&u->parser, &resp_settings, buf, (size_t)n);
+		if (c->x.resp_done) {
+			finish(u, n > 0 && done == (size_t)n);
+			return;
+		}
+		if (HTTP_PARSER_ERRNO(&u->parser) != HPE_OK) {
+			fail(u, 502, "engine_error", "malformed response from the engine", false);
+			return;
+		}
+		if (n == 0) {
+			fail(u, 502, "engine_error", "the engine closed the connection mid-response", true);
+			return;
+		}
+		if (fg_client_flush(c))
+			return; /* the client went away, taking this connection with it */
+		if (fg_buf_used(&c->out) > FG_OUT_HIGH) {
+			u->paused = true; /* the client reads slower than the engine writes */
+			set_events(u, 0);
+			return;
+		}
+		if ((size_t)n < sizeof(buf))
+			return; /* drained; epoll says when there is more */
+	}
+}
+
+static void upstream_cb(struct fg_loop *loop, int fd, uint32_t events, void *ctx)
+{
+	struct fg_upstream *u = ctx;
+	(void)loop;
+	(void)fd;
+
+	if (u->idle || !u->client) {
+		fg_upstream_close(u); /* the engine closed (or spoke on) an idle connection */
+		return;
+	}
+	if (u->connecting) {
+		int err = 0;
+		socklen_t len = sizeof(err);
+		if (getsockopt(u->fd, SOL_SOCKET, SO_ERROR, &err, &len) || err) {
+			struct fg_client *c = u->client;
+			char why[128];
+			snprintf(why, sizeof(why), "connect: %s", strerror(err ? err : errno));
+			c->x.up = NULL;
+			u->client = NULL;
+			fg_upstream_close(u);
+			refuse_unavailable(c, why);
+			fg_client_resume(c);
+			return;
+		}
+		if (!(events & EPOLLOUT))
+			return;
+		u->connecting = false;
+		u->deadline_ns = fg_now_ns() + u->px->upstream_ns;
+	}
+	if (events & EPOLLOUT) {
+		int rc = upstream_send(u);
+		if (rc < 0) {
+			fail(u, 502, "engine_error", strerror(errno), true);
+			return;
+		}
+		u->body_sent_all = rc == 1;
+	}
+	if (!u->paused && (events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)))
+		upstream_read(u);
+}
+
+void fg_upstream_sweep(struct fg_upstream *u, uint64_t now)
+{
+	if (u->idle) {
+		if (now - u->idle_since_ns > FG_POOL_IDLE_NS)
+			fg_upstream_close(u);
+		return;
+	}
+	if (u->paused || !u->client || now < u->deadline_ns)
+		return;
+	if (u->connecting) {
+		struct fg_client *c = u->client;
+		c->x.up = NULL;
+		u->client = NULL;
+		fg_upstream_close(u);
+		refuse_unavailable(c, "connect timed out");
+		fg_client_resume(c);
+		return;
+	}
+	fail(u, 504, "engine_timeout", "no answer within agent.timeouts.upstream_s", false);
+}

@@ -1,0 +1,298 @@
+/* tenant_table.c — the proxy's tenant table, outcome counters and publishing the
+ * gateway's per-tenant state to the kernel; see tenant_table.h. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "agent/kernel/kernel.h"
+#include "agent/proxy/tenant_table.h"
+
+/* A window that moved by less than this is not worth a map write. */
+#define DENY_REPUBLISH_SLACK_NS 20000000ull
+
+const char *const fg_outcome_names[FG_OUT_N] = {
+	[FG_OUT_OK] = "ok",
+	[FG_OUT_RATE_LIMITED] = "rate_limited",
+	[FG_OUT_NEVER_FITS] = "never_fits",
+	[FG_OUT_BAD_REQUEST] = "bad_request",
+	[FG_OUT_CLIENT_GONE] = "client_gone",
+	[FG_OUT_ENGINE_ERROR] = "engine_error",
+	[FG_OUT_ENGINE_REJECTED] = "engine_rejected",
+	[FG_OUT_UNMETERED] = "unmetered",
+	[FG_OUT_QUEUE_TIMEOUT] = "queue_timeout",
+	[FG_OUT_CONTEXT_EXCEEDED] = "context_exceeded",
+	[FG_OUT_KV_NEVER] = "kv_never",
+	[FG_OUT_TENANT_GONE] = "tenant_gone",
+};
+
+bool fg_outcome_is_refusal(enum fg_outcome o)
+{
+	switch (o) {
+	case FG_OUT_RATE_LIMITED:
+	case FG_OUT_NEVER_FITS:
+	case FG_OUT_BAD_REQUEST:
+	case FG_OUT_QUEUE_TIMEOUT:
+	case FG_OUT_CONTEXT_EXCEEDED:
+	case FG_OUT_KV_NEVER:
+	case FG_OUT_TENANT_GONE:
+		return true;
+	default:
+		return false;
+	}
+}
+
+int fg_quota_init(struct fg_quota *q, struct fg_gateway *gw, const char *secret_path, char *err,
+		  size_t errlen)
+{
+	memset(q, 0, sizeof(*q));
+	q->gw = gw;
+	if (fg_salt_secret_load(secret_path, &q->secret, err, errlen))
+		return -1;
+	q->have_secret = true;
+	return 0;
+}
+
+static void free_tenant(struct fg_tenant_rt *t)
+{
+	free(t);
+}
+
+void fg_quota_free(struct fg_quota *q)
+{
+	for (uint32_t i = 0; i < q->n; i++)
+		free_tenant(q->by_id[i]);
+	while (q->retired) {
+		struct fg_tenant_rt *t = q->retired;
+		q->retired = t->next_retired;
+		free_tenant(t);
+	}
+	free(q->by_id);
+	free(q->keys);
+	memset(&q->secret, 0, sizeof(q->secret));
+	memset(q, 0, sizeof(*q));
+}
+
+static uint32_t key_hash(const uint8_t h[32])
+{
+	uint32_t v;
+
+	memcpy(&v, h, sizeof(v)); /* SHA-256 output is already uniform */
+	return v;
+}
+
+static int build_key_index(const struct fg_policy *p, struct fg_tenant_rt **by_id,
+			   struct fg_key_slot **out, uint32_t *mask_out)
+{
+	uint32_t nkeys = 0, cap = 16;
+
+	for (uint32_t i = 0; i < p->n_tenants; i++)
+		nkeys += p->tenants[i].n_keys;
+	while (cap < 2 * nkeys)
+		cap *= 2;
+	struct fg_key_slot *slots = calloc(cap, sizeof(*slots));
+	if (!slots)
+		return -1;
+	for (uint32_t i = 0; i < p->n_tenants; i++) {
+		const struct fg_tenant *pt = &p->tenants[i];
+		for (uint32_t k = 0; k < pt->n_keys && k < FG_MAX_KEYS; k++) {
+			uint32_t s = key_hash(pt->keys[k]) & (cap - 1);
+			while (slots[s].t && memcmp(slots[s].hash, pt->keys[k], 32))
+				s = (s + 1) & (cap - 1);
+			if (slots[s].t)
+				continue; /* the same key twice: the first tenant keeps it */
+			memcpy(slots[s].hash, pt->keys[k], 32);
+			slots[s].t = by_id[i];
+		}
+	}
+	*out = slots;
+	*mask_out = cap - 1;
+	return 0;
+}
+
+static void configure(struct fg_quota *q, struct fg_tenant_rt *t, const struct fg_policy *p,
+		      uint32_t id)
+{
+	const struct fg_tenant *pt = &p->tenants[id];
+	const struct fg_tier *tier = pt->tier < p->n_tiers ? &p->tiers[pt->tier] : NULL;
+
+	snprintf(t->name, sizeof(t->name), "%s", pt->name);
+	t->id = id;
+	t->tier = pt->tier;
+	t->live = true;
+	t->priority = tier ? tier->priority : 0;
+	t->salted = pt->cache == FG_CACHE_SALTED;
+	t->salt[0] = 0;
+	if (t->salted && (!q->have_secret || fg_salt_for_tenant(&q->secret, t->name, t->salt)))
+		t->salt[0] = 0; /* never reached: apply refuses salted tenants without a salt */
+}
+
+int fg_quota_apply(struct fg_quota *q, const struct fg_policy *p)
+{
+	uint32_t n = p->n_tenants;
+	struct fg_tenant_rt **by_id = calloc(n ? n : 1, sizeof(*by_id));
+	bool *reused = calloc(q->n ? q->n : 1, sizeof(*reused));
+	bool *fresh = calloc(n ? n : 1, sizeof(*fresh));
+	struct fg_key_slot *keys = NULL;
+	uint32_t mask = 0;
+
+	if (!by_id || !reused || !fresh)
+		goto oom;
+	for (uint32_t i = 0; i < n; i++) {
+		for (uint32_t j = 0; j < q->n; j++) {
+			if (!reused[j] && !strcmp(q->by_id[j]->name, p->tenants[i].name)) {
+				by_id[i] = q->by_id[j];
+				reused[j] = true;
+				break;
+			}
+		}
+		if (!by_id[i]) {
+			by_id[i] = calloc(1, sizeof(**by_id));
+			if (!by_id[i])
+				goto oom;
+			fresh[i] = true;
+		}
+	}
+	if (build_key_index(p, by_id, &keys, &mask))
+		goto oom;
+
+	/* nothing can fail from here on: commit */
+	for (uint32_t i = 0; i < n; i++)
+		configure(q, by_id[i], p, i);
+	for (uint32_t j = 0; j < q->n; j++) {
+		if (reused[j])
+			continue;
+		struct fg_tenant_rt *gone = q->by_id[j];
+		gone->live = false;
+		if (gone->refs) {
+			gone->next_retired = q->retired;
+			q->retired = gone;
+		} else {
+			free_tenant(gone);
+		}
+	}
+	free(q->by_id);
+	free(q->keys);
+	q->by_id = by_id;
+	q->n = n;
+	q->keys = keys;
+	q->key_mask = mask;
+	free(reused);
+	free(fresh);
+	return 0;
+
+oom:
+	for (uint32_t i = 0; by_id && i < n; i++)
+		if (fresh && fresh[i])
+			free(by_id[i]);
+	free(by_id);
+	free(reused);
+	free(fresh);
+	return -1;
+}
+
+struct fg_tenant_rt *fg_quota_by_key(const struct fg_quota *q, const uint8_t hash[32])
+{
+	if (!q->keys)
+		return NULL;
+	uint32_t s = key_hash(hash) & q->key_mask;
+	while (q->keys[s].t) {
+		if (!memcmp(q->keys[s].hash, hash, 32))
+			return q->keys[s].t;
+		s = (s + 1) & q->key_mask;
+	}
+	return NULL;
+}
+
+struct fg_tenant_rt *fg_quota_by_name(const struct fg_quota *q, const char *name)
+{
+	for (uint32_t i = 0; i < q->n; i++)
+		if (!strcmp(q->by_id[i]->name, name))
+			return q->by_id[i];
+	return NULL;
+}
+
+void fg_tenant_ref(struct fg_tenant_rt *t)
+{
+	t->refs++;
+}
+
+void fg_tenant_unref(struct fg_quota *q, struct fg_tenant_rt *t)
+{
+	if (--t->refs || t->live)
+		return;
+	for (struct fg_tenant_rt **pp = &q->retired; *pp; pp = &(*pp)->next_retired) {
+		if (*pp == t) {
+			*pp = t->next_retired;
+			break;
+		}
+	}
+	free_tenant(t);
+}
+
+void fg_quota_count(struct fg_tenant_rt *t, enum fg_outcome o)
+{
+	t->outcomes[o]++;
+	if (fg_outcome_is_refusal(o))
+		t->rejected++;
+}
+
+void fg_quota_ended(struct fg_tenant_rt *t, double reserved, double billed, enum fg_outcome o)
+{
+	fg_quota_count(t, o);
+	t->settled++;
+	t->units_billed += billed;
+	if (reserved > billed)
+		t->units_refunded += reserved - billed;
+}
+
+void fg_quota_publish(struct fg_agent_state *st, struct fg_quota *q, struct fg_tenant_rt *t,
+		      uint64_t now_ns)
+{
+	struct fg_gateway *gw = q->gw;
+
+	if (!t->live || !st->kernel || !gw || t->id >= gw->policy->n_tenants)
+		return;
+	struct fg_gw_tenant *g = &gw->t[t->id];
+	uint32_t queued = gw->fq.t[t->id].queued;
+	struct fg_tenant_pub pub = {
+		.bucket_units = fg_bucket_level(&g->bucket, now_ns),
+		.rate_units_per_s = g->bucket.rate,
+		.burst_units = g->bucket.depth,
+		.reserved_units = g->reserved_units,
+		.kv_resident_tokens = gw->kv.reserved[t->id],
+		.kv_cap_tokens = gw->kv.cap[t->id],
+		.inflight = g->inflight > queued ? g->inflight - queued : 0, /* sent, not waiting */
+		.queued = queued,
+		.admitted = g->admitted,
+		.rejected = t->rejected,
+	};
+	fg_kernel_publish_tenant(st, t->id, &pub);
+
+	/* a window in force that is not the one this agent published belongs to
+	 * the operator (fairgatectl tenant deny): leave it alone */
+	uint64_t in_force = 0;
+	if (fg_kernel_get_deny(st, t->id, &in_force) != FG_VERDICT_ALLOW &&
+	    in_force != t->deny_published_ns)
+		return;
+	uint64_t until = fg_gw_deny_until(gw, t->id, now_ns);
+	if (until) {
+		uint64_t was = t->deny_published_ns;
+		if (!was || until > was + DENY_REPUBLISH_SLACK_NS ||
+		    until + DENY_REPUBLISH_SLACK_NS < was) {
+			fg_kernel_set_deny_from(st, t->id, until, FG_VERDICT_DELAY, FG_DENY_QUOTA);
+			t->deny_published_ns = until;
+		}
+	} else if (t->deny_published_ns) {
+		if (t->deny_published_ns > now_ns) /* refilled early (refunds): close it now */
+			fg_kernel_set_deny_from(st, t->id, 0, FG_VERDICT_ALLOW, FG_DENY_QUOTA);
+		t->deny_published_ns = 0;
+	}
+}
+
+void fg_quota_tick(struct fg_agent_state *st, struct fg_quota *q, uint64_t now_ns)
+{
+	for (uint32_t i = 0; i < q->n; i++) {
+		struct fg_tenant_rt *t = q->by_id[i];
+		if (t->deny_published_ns)
+			fg_quota_publish(st, q, t, now_ns);
+	}
+}

@@ -1,0 +1,104 @@
+/* tenant_table.h — the proxy's tenant table: who a key or name is (key index,
+ * salts, tier settings the rewrite needs), what happened to its requests
+ * (outcome counters, billed and refunded units), and publishing its state to
+ * the kernel after every decision.
+ *
+ * Bucket, reservations, typical cost, deny windows, queues, KV and the engine
+ * window are NOT here: they live once, in policy/gateway (struct fg_gateway,
+ * tenant index = t->id), which the proxy drives. This file reads them to
+ * publish.
+ *
+ * Tenants are matched across policy reloads by name: a surviving tenant keeps
+ * its counters; a removed one stays alive, off the lookup tables, until the
+ * last request that references it ends. */
+#ifndef FAIRGATE_QUOTA_H
+#define FAIRGATE_QUOTA_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include "agent/agent.h"
+#include "agent/proxy/salt.h"
+#include "policy/gateway.h"
+
+enum fg_outcome {
+	FG_OUT_OK = 0,           /* answered by the engine, settled on usage */
+	FG_OUT_RATE_LIMITED,     /* 429: the bucket does not hold it yet */
+	FG_OUT_NEVER_FITS,       /* 4xx, x-should-retry: false: above the bucket depth */
+	FG_OUT_BAD_REQUEST,      /* malformed JSON / parameters, oversized body */
+	FG_OUT_CLIENT_GONE,      /* client left mid-request: billed what it got */
+	FG_OUT_ENGINE_ERROR,     /* engine failed or timed out: refunded, 502/503/504 */
+	FG_OUT_ENGINE_REJECTED,  /* engine answered 4xx: refunded */
+	FG_OUT_UNMETERED,        /* not an inference call, passed through */
+	FG_OUT_QUEUE_TIMEOUT,    /* 429: waited past the tier's max_queue_s, refunded */
+	FG_OUT_CONTEXT_EXCEEDED, /* 400: above the tier's max_context, or no long-context pool */
+	FG_OUT_KV_NEVER,         /* 400: alone above the tenant's KV cap or the node pool */
+	FG_OUT_TENANT_GONE,      /* 403: the tenant left the policy while its request waited */
+	FG_OUT_N
+};
+extern const char *const fg_outcome_names[FG_OUT_N];
+/* Outcomes that are refusals (counted as "rejected"). */
+bool fg_outcome_is_refusal(enum fg_outcome o);
+
+struct fg_tenant_rt {
+	char name[FG_NAME_MAX];
+	uint32_t id;              /* index in the current policy (= BPF map key, gateway slot) */
+	uint32_t tier;
+	bool live;                /* in the current policy */
+	uint32_t refs;            /* requests holding this struct */
+	struct fg_tenant_rt *next_retired;
+
+	bool salted;
+	char salt[FG_SALT_MAX + 1];
+	int priority;
+
+	uint64_t deny_published_ns; /* the quota window this agent wrote to the kernel; 0 none */
+	uint64_t outcomes[FG_OUT_N];
+	uint64_t rejected;        /* sum of refusal outcomes */
+	uint64_t settled;         /* admitted requests that ended (any way) */
+	uint64_t long_context;    /* admitted to the long-context pool */
+	double units_billed;      /* settled charges */
+	double units_refunded;    /* reserved then given back */
+};
+
+struct fg_key_slot {
+	uint8_t hash[32];
+	struct fg_tenant_rt *t;
+};
+
+struct fg_quota {
+	uint32_t n;
+	struct fg_tenant_rt **by_id;  /* n entries, policy order */
+	struct fg_key_slot *keys;     /* open addressing, key_mask + 1 slots */
+	uint32_t key_mask;
+	struct fg_tenant_rt *retired;
+	struct fg_salt_secret secret;
+	bool have_secret;
+	struct fg_gateway *gw;        /* the proxy's; read to publish */
+};
+
+int fg_quota_init(struct fg_quota *q, struct fg_gateway *gw, const char *secret_path, char *err,
+		  size_t errlen);
+void fg_quota_free(struct fg_quota *q);
+
+/* Build the tables for policy p (already validated). Existing tenants keep
+ * their counters. 0, or -1 (out of memory) with q unchanged. */
+int fg_quota_apply(struct fg_quota *q, const struct fg_policy *p);
+
+struct fg_tenant_rt *fg_quota_by_key(const struct fg_quota *q, const uint8_t hash[32]);
+struct fg_tenant_rt *fg_quota_by_name(const struct fg_quota *q, const char *name);
+
+void fg_tenant_ref(struct fg_tenant_rt *t);
+void fg_tenant_unref(struct fg_quota *q, struct fg_tenant_rt *t);
+
+/* Count one outcome (refusal, or the end of an admitted request). */
+void fg_quota_count(struct fg_tenant_rt *t, enum fg_outcome o);
+/* An admitted request ended: `reserved` units were held, `billed` charged. */
+void fg_quota_ended(struct fg_tenant_rt *t, double reserved, double billed, enum fg_outcome o);
+/* Publish the tenant's gateway state (bucket, reservations, queue, KV) and
+ * open/close the quota deny window. No-op for retired tenants. */
+void fg_quota_publish(struct fg_agent_state *st, struct fg_quota *q, struct fg_tenant_rt *t,
+		      uint64_t now_ns);
+/* Periodic: close windows whose tenants have refilled. */
+void fg_quota_tick(struct fg_agent_state *st, struct fg_quota *q, uint64_t now_ns);
+
+#endif
