@@ -12,7 +12,7 @@
 
 #include "agent/agent.h"
 #include "agent/kernel/capabilities.h"
-#include "agent/ctl/ctl_agent.h"
+#include "agent/ctl/ctl_commands.h"
 #include "agent/ctl/ctl_server.h"
 #include "agent/kernel/kernel.h"
 #include "agent/policy_apply.h"
@@ -170,7 +170,11 @@ int main(int argc, char **argv)
 		fprintf(stderr, "fairgated: kernel enforcement off: %s\n", err);
 		snprintf(st.kernel_off, sizeof(st.kernel_off), "%s", err);
 	}
+	/* every command, once: the rooms below never register themselves */
 	fg_ctl_agent_register();
+	fg_ctl_proxy_register();
+	fg_ctl_kernel_register();
+	fg_ctl_fleet_register();
 	if (fg_ctl_server_start(&st, err, sizeof(err))) {
 		fprintf(stderr, "fairgated: control socket: %s\n", err);
 		goto out;

@@ -1,6 +1,7 @@
 /* ctl_agent.c — control-socket handlers about the agent itself (health)
  * and status's gate and policy-watch blocks; see ctl_agent.h. */
 #include "agent/ctl/ctl_agent.h"
+#include "agent/ctl/ctl_commands.h"
 
 #include <netinet/in.h>
 #include <stdio.h>

@@ -12,7 +12,6 @@
 #include <jansson.h>
 #include "agent/agent.h"
 
-void fg_ctl_agent_register(void);
 /* status's "gate": {"auto", "interfaces": [{"name", "attached", "mode" |
  * "error"}], "note"} */
 json_t *fg_ctl_gate_json(const struct fg_agent_state *st);

@@ -1,4 +1,4 @@
-/* kernel_ctl.c — the datapath's control-socket commands:
+/* ctl_kernel.c — the datapath's control-socket commands:
  *
  *   {"cmd":"tenant_deny","tenant":NAME,"mode":"delay"|"shed","for_s":SECONDS}
  *   {"cmd":"tenant_allow","tenant":NAME}
@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "agent/ctl/ctl_commands.h"
 #include "agent/ctl/ctl_server.h"
 #include "agent/kernel/kernel.h"
 #include "agent/kernel/kernel_internal.h"
@@ -86,7 +87,7 @@ static json_t *cmd_tenant_allow(struct fg_agent_state *st, json_t *req, char *er
 			 fg_verdict_name(was));
 }
 
-void fg_kernel_ctl_register(void)
+void fg_ctl_kernel_register(void)
 {
 	fg_ctl_register("tenant_deny", cmd_tenant_deny);
 	fg_ctl_register("tenant_allow", cmd_tenant_allow);

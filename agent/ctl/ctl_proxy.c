@@ -1,12 +1,12 @@
 /* ctl_proxy.c — control-socket handlers for status, tenant detail and
- * policy hot reload; see ctl_proxy.h. */
+ * policy hot reload; the commands are listed in ctl_commands.h. */
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "agent/ctl/ctl_agent.h"
-#include "agent/ctl/ctl_proxy.h"
+#include "agent/ctl/ctl_commands.h"
 #include "agent/ctl/ctl_server.h"
 #include "agent/http/engine_scrape.h"
 #include "agent/kernel/kernel.h"

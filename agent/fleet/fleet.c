@@ -10,7 +10,6 @@
 #include <sys/random.h>
 #include <unistd.h>
 
-#include "agent/ctl/ctl_server.h"
 #include "agent/fleet/fleet.h"
 #include "agent/fleet/fleet_client.h"
 #include "agent/proxy/proxy_internal.h"
@@ -281,8 +280,6 @@ static void tick(struct fg_loop *loop, void *ctx)
 
 /* ---- lifecycle -------------------------------------------------------------------- */
 
-static json_t *cmd_fleet(struct fg_agent_state *st, json_t *req, char *err, size_t errlen);
-
 static int read_password(const char *path, char **out, char *err, size_t errlen)
 {
 	*out = NULL;
@@ -343,7 +340,6 @@ int fg_fleet_start(struct fg_proxy *px, char *err, size_t errlen)
 	char *password = NULL;
 	uint64_t now = fg_now_ns();
 
-	fg_ctl_register("fleet", cmd_fleet);
 	if (!cfg->enabled)
 		return 0;
 	struct fg_fleet *f = calloc(1, sizeof(*f));
@@ -581,13 +577,12 @@ static json_t *tenant_json(struct fg_fleet *f, uint32_t i, uint64_t now)
 	return o;
 }
 
-static json_t *cmd_fleet(struct fg_agent_state *st, json_t *req, char *err, size_t errlen)
+json_t *fg_fleet_status_json(struct fg_proxy *px, char *err, size_t errlen)
 {
-	struct fg_fleet *f = st->proxy ? st->proxy->fleet : NULL;
+	struct fg_fleet *f = px ? px->fleet : NULL;
 	uint64_t now = fg_now_ns();
 	struct fg_fleet_client_stats cs;
 	char where[FG_PATH_MAX + 16];
-	(void)req;
 
 	if (!f) {
 		snprintf(err, errlen, "agent.fleet is not configured: this node's buckets hold the "

@@ -11,6 +11,7 @@
 #ifndef FAIRGATE_FLEET_H
 #define FAIRGATE_FLEET_H
 
+#include <jansson.h>
 #include <stddef.h>
 #include "lib/buf.h"
 #include "policy/policy.h"
@@ -29,5 +30,8 @@ void fg_fleet_apply_policy(struct fg_proxy *px, const struct fg_policy *p);
 void fg_fleet_stop(struct fg_proxy *px);
 /* The fleet's metrics, appended to the exposition (nothing without a fleet). */
 void fg_fleet_metrics(struct fg_proxy *px, struct fg_buf *o);
+/* `fairgatectl fleet`'s reply: the store, the grant thread, the fleet's
+ * peaks and every tenant's lease; NULL with err when there is no fleet. */
+json_t *fg_fleet_status_json(struct fg_proxy *px, char *err, size_t errlen);
 
 #endif

@@ -460,7 +460,6 @@ int fg_kernel_open(struct fg_agent_state *st, char *err, size_t errlen)
 	struct fg_kernel *k;
 	int rc;
 
-	fg_kernel_ctl_register();
 	fg_kernel_quiet_libbpf();
 	if (prepare_pin_dir(pin_dir, err, errlen))
 		return -1;

@@ -52,7 +52,6 @@ const char *fg_kernel_libbpf_last(void);
 void fg_kernel_explain(char *err, size_t errlen, const char *what, int e);
 
 /* kernel_ctl.c: the control-socket commands of the datapath. */
-void fg_kernel_ctl_register(void);
 
 /* kernel_steer.c: sk_lookup steering (transparent mode). */
 int fg_kernel_steer_open(struct fg_agent_state *st, char *err, size_t errlen);

@@ -14,7 +14,6 @@
 #include <unistd.h>
 
 #include "agent/kernel/bucket_restore.h"
-#include "agent/ctl/ctl_proxy.h"
 #include "agent/fleet/fleet.h"
 #include "agent/kernel/kernel.h"
 #include "agent/proxy/proxy.h"
@@ -165,7 +164,6 @@ int fg_proxy_start(struct fg_agent_state *st, char *err, size_t errlen)
 	}
 	if (fg_metrics_start(px, err, errlen))
 		goto fail;
-	fg_ctl_proxy_register();
 	px->sweep_timer = fg_loop_timer(st->loop, FG_SWEEP_NS, sweep, px);
 	fg_proxy_publish_all(st);
 	char where[64];
