@@ -94,7 +94,7 @@ $(BUILD)/fairgated: $(call obj,$(FAIRGATED_MAIN)) $(LIBAGENT) $(BASE_LIBS)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 $(BUILD)/fairgatectl: $(call obj,$(FAIRGATECTL_MAIN)) $(LIBCLI) $(BASE_LIBS)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
-$(BUILD)/fairgate-sim: $(call obj,$(SIM_MAIN)) $(LIBSIM) $(BASE_LIBS)
+$(BUILD)/fairgate-sim: $(call obj,$(SIM_MAIN)) $(LIBSIM) $(LIBPOLICY) $(LIBFG)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 # A tool links the simulator and the bottom rooms unless its build.mk says

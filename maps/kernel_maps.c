@@ -431,28 +431,6 @@ static int cmp_age(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
-int fg_maps_read_learned(const struct fg_maps *m, struct fg_src_key **keys,
-			 struct fg_src_learned **vals, uint32_t *n)
-{
-	uint32_t cap = FG_MAP_MAX_LEARNED, out_batch = 0;
-
-	*n = 0;
-	*keys = calloc(cap, sizeof(**keys));
-	*vals = calloc(cap, sizeof(**vals));
-	if (!*keys || !*vals)
-		return -1;
-	for (int first = 1; *n < cap; first = 0) {
-		uint32_t in_batch = out_batch, count = cap - *n;
-		int err = bpf_map_lookup_batch(m->src_learned_fd, first ? NULL : &in_batch,
-					       &out_batch, *keys + *n, *vals + *n, &count, NULL);
-
-		*n += count;
-		if (err)
-			return errno == ENOENT ? 0 : -1;
-	}
-	return 0;
-}
-
 /* src_learned is full: forget the least recently seen eighth. (A plain
  * hash, not an LRU one, so that only this file ever removes an entry and
  * can tell gate's attribution cache and source index about it.) */

@@ -324,6 +324,30 @@ static void snapshot_free(struct snapshot *sn)
 	free(sn->svals);
 }
 
+/* Defined here, declared in kernel_maps.h: the index reads it to compile,
+ * and kernel_maps.c (which calls this file) reads it to evict. */
+int fg_maps_read_learned(const struct fg_maps *m, struct fg_src_key **keys,
+			 struct fg_src_learned **vals, uint32_t *n)
+{
+	uint32_t cap = FG_MAP_MAX_LEARNED, out_batch = 0;
+
+	*n = 0;
+	*keys = calloc(cap, sizeof(**keys));
+	*vals = calloc(cap, sizeof(**vals));
+	if (!*keys || !*vals)
+		return -1;
+	for (int first = 1; *n < cap; first = 0) {
+		uint32_t in_batch = out_batch, count = cap - *n;
+		int err = bpf_map_lookup_batch(m->src_learned_fd, first ? NULL : &in_batch,
+					       &out_batch, *keys + *n, *vals + *n, &count, NULL);
+
+		*n += count;
+		if (err)
+			return errno == ENOENT ? 0 : -1;
+	}
+	return 0;
+}
+
 static int read_maps(const struct fg_maps *m, struct snapshot *sn)
 {
 	memset(sn, 0, sizeof(*sn));

@@ -47,11 +47,10 @@ struct fg_kernel {
 	int steer_listen_fd;
 };
 
+/* kernel_errors.c: libbpf's output and one-line bpf() errors. */
 void fg_kernel_quiet_libbpf(void);
 const char *fg_kernel_libbpf_last(void);
 void fg_kernel_explain(char *err, size_t errlen, const char *what, int e);
-
-/* kernel_ctl.c: the control-socket commands of the datapath. */
 
 /* kernel_steer.c: sk_lookup steering (transparent mode). */
 int fg_kernel_steer_open(struct fg_agent_state *st, char *err, size_t errlen);
