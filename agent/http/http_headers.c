@@ -1,11 +1,12 @@
 /* http_headers.c — header collection for libhttp-parser callbacks (which may
  * split a name or value across reads), the hop-by-hop rule, and strict
  * readers for the common request and engine response heads; see
- * proxy_internal.h. */
+ * http_headers.h. */
 #include <stdint.h>
+#include <http_parser.h>
 #include <string.h>
 #include <strings.h>
-#include "agent/proxy/proxy_internal.h"
+#include "agent/http/http_headers.h"
 
 void fg_hdrs_reset(struct fg_hdrs *h)
 {

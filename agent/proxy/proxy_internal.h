@@ -16,12 +16,12 @@
 #include <netinet/in.h>
 #include <stdbool.h>
 #include <stdint.h>
-#include <string.h>
-#include <strings.h>
 #include <sys/socket.h>
 
 #include "agent/agent.h"
 #include "lib/buf.h"
+#include "lib/list.h"
+#include "agent/http/http_headers.h"
 #include "agent/http/engine_tokenize.h"
 #include "agent/http/http_request.h"
 #include "agent/http/http_sse.h"
@@ -30,7 +30,6 @@
 #include "policy/policy_addr.h"
 #include "policy/gateway.h"
 
-#define FG_MAX_HEADERS 100
 #define FG_TENANT_HEADER "x-fairgate-tenant"
 #define FG_SWEEP_NS 100000000ull        /* timeout sweep period */
 #define FG_LINGER_NS 2000000000ull      /* drain a closing client this long */
@@ -43,38 +42,6 @@
 #define FG_RESP_COPY_MAX (16u << 20)    /* non-stream body kept for usage */
 #define FG_KEY_MEMO_MAX 128             /* longest bearer key a connection remembers */
 
-struct fg_link {
-	struct fg_link *prev, *next;
-};
-
-static inline void fg_link_init(struct fg_link *l) { l->prev = l->next = l; }
-static inline bool fg_link_empty(const struct fg_link *l) { return l->next == l; }
-static inline void fg_link_add(struct fg_link *head, struct fg_link *l)
-{
-	l->next = head->next;
-	l->prev = head;
-	head->next->prev = l;
-	head->next = l;
-}
-static inline void fg_link_del(struct fg_link *l)
-{
-	l->prev->next = l->next;
-	l->next->prev = l->prev;
-	l->prev = l->next = l;
-}
-#define fg_container_of(p, type, member) ((type *)((char *)(p) - offsetof(type, member)))
-
-/* Header name/value pairs as offsets into one buffer. */
-struct fg_hdr {
-	uint32_t name, name_len, value, value_len;
-};
-struct fg_hdrs {
-	struct fg_buf raw;
-	struct fg_hdr h[FG_MAX_HEADERS];
-	uint32_t n;
-	bool in_value;
-	bool overflow;
-};
 
 struct fg_upstream;
 struct fg_proxy;
@@ -300,36 +267,5 @@ void fg_sched_output(struct fg_client *c, double completion_tokens);
 /* Sent to the engine: a non-streamed request waits for the engine's counts,
  * so they are read often until they show it started. */
 void fg_sched_sent(struct fg_client *c);
-
-/* headers */
-void fg_hdrs_reset(struct fg_hdrs *h);
-int fg_hdrs_on_field(struct fg_hdrs *h, const char *at, size_t len);
-int fg_hdrs_on_value(struct fg_hdrs *h, const char *at, size_t len);
-/* inline: the name is a literal, so its length folds to a constant and
- * most headers are told apart by length alone */
-static inline bool fg_hdr_is(const struct fg_hdrs *h, uint32_t i, const char *name)
-{
-	size_t n = strlen(name);
-
-	return h->h[i].name_len == n && !strncasecmp(h->raw.data + h->h[i].name, name, n);
-}
-const char *fg_hdr_value(const struct fg_hdrs *h, uint32_t i, size_t *len);
-const char *fg_hdrs_get(const struct fg_hdrs *h, const char *name, size_t *len);
-bool fg_hop_by_hop(const struct fg_hdrs *h, uint32_t i);
-/* A complete response head at the start of p[0, n) in its common form
- * (HTTP/1.1, status 200-599 with a body, one Content-Length, no framing or
- * connection headers, plain names and values) read into the empty h:
- * returns its length with *status and *content_length. 0 for any other
- * form (h left empty): http_parser reads it. */
-size_t fg_resp_head_fast(const char *p, size_t n, struct fg_hdrs *h, int *status,
-			 uint64_t *content_length);
-/* The same for a request head: "POST" or "GET", an origin-form target of
- * plain characters, HTTP/1.1, plain headers without Connection, Expect or
- * Transfer-Encoding, at most one Content-Length (*content_length, or
- * UINT64_MAX), all within FG_REQ_HEAD_FAST_MAX bytes. The target goes
- * first into h->raw (*url, *url_len), as the parser callbacks put it. */
-#define FG_REQ_HEAD_FAST_MAX (16u << 10)
-size_t fg_req_head_fast(const char *p, size_t n, struct fg_hdrs *h, int *method,
-			uint32_t *url, uint32_t *url_len, uint64_t *content_length);
 
 #endif

@@ -14,7 +14,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <string.h>
-#include "agent/proxy/proxy_internal.h"
+#include "agent/http/http_headers.h"
 
 struct head_ref {
 	struct fg_hdrs h;
