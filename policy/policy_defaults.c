@@ -1,7 +1,8 @@
 /* policy_defaults.c — the values a policy starts from before its file is read:
  * the seed's replica (Llama 3.3 70B, FP8, TP=4 H100, batch 128 at 1,700
- * tokens of context, 646,503-token pool, 65% ceiling) and the agent defaults
- * from DESIGN.md. Tiers and tenants start empty. */
+ * tokens of context, 646,503-token pool, 65% ceiling) and the agent's
+ * defaults (docs/design.md, "Policy defaults", gives each one's reason).
+ * Tiers and tenants start empty. */
 #include <string.h>
 #include "policy.h"
 

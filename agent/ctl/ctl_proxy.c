@@ -74,9 +74,9 @@ static json_t *tenants_array(struct fg_agent_state *st, const char *only)
 	json_t *a = json_array();
 	uint64_t now = fg_now_ns();
 
-	for (uint32_t i = 0; i < px->quota.n; i++)
-		if (!only || !strcmp(px->quota.by_id[i]->name, only))
-			json_array_append_new(a, tenant_json(st->policy, px->gw, px->quota.by_id[i], now));
+	for (uint32_t i = 0; i < px->tenants.n; i++)
+		if (!only || !strcmp(px->tenants.by_id[i]->name, only))
+			json_array_append_new(a, tenant_json(st->policy, px->gw, px->tenants.by_id[i], now));
 	return a;
 }
 
@@ -137,7 +137,7 @@ static const char *listen_desc(const struct fg_proxy *px, const struct fg_agent 
 {
 	if (px->listen_fd < 0)
 		return fg_hostport_format(&a->listen, buf, len);
-	fg_proxy_listen_desc(px->listen_fd, buf, len);
+	fg_socket_desc(px->listen_fd, buf, len);
 	return buf;
 }
 
@@ -153,10 +153,10 @@ static json_t *cmd_status(struct fg_agent_state *st, json_t *req, char *err, siz
 		snprintf(err, errlen, "the proxy is not running");
 		return NULL;
 	}
-	for (uint32_t i = 0; i < px->quota.n; i++) {
-		admitted += px->gw->t[px->quota.by_id[i]->id].admitted;
-		rejected += px->quota.by_id[i]->rejected;
-		settled += px->quota.by_id[i]->settled;
+	for (uint32_t i = 0; i < px->tenants.n; i++) {
+		admitted += px->gw->t[px->tenants.by_id[i]->id].admitted;
+		rejected += px->tenants.by_id[i]->rejected;
+		settled += px->tenants.by_id[i]->settled;
 	}
 	/* the prior every tenant starts from; each tenant's own ratios are in
 	 * its entry */
@@ -170,7 +170,7 @@ static json_t *cmd_status(struct fg_agent_state *st, json_t *req, char *err, siz
 				 fg_hostport_format(&a->metrics_listen, m, sizeof(m)) : "off",
 			 "kernel_enforcement", st->kernel != NULL,
 			 "uptime_s", (double)(fg_now_ns() - px->started_ns) / 1e9,
-			 "tenant_count", (int)px->quota.n, "client_connections", (int)px->n_clients,
+			 "tenant_count", (int)px->tenants.n, "client_connections", (int)px->n_clients,
 			 "engine_busy", (int)px->n_busy,
 			 "engine_idle", (int)(px->engine.n_idle + px->long_pool.n_idle),
 			 "requests", "admitted", (json_int_t)admitted, "rejected", (json_int_t)rejected,

@@ -144,9 +144,9 @@ static void take_batch(struct fg_fleet *f, struct fg_fleet_batch *b)
 		} else {
 			fg_fleet_failed(ft, now);
 		}
-		struct fg_tenant_rt *rt = fg_quota_by_name(&px->quota, q->tenant);
+		struct fg_tenant_rt *rt = fg_tenants_by_name(&px->tenants, q->tenant);
 		if (rt)
-			fg_quota_publish(px->st, &px->quota, rt, now);
+			fg_tenants_publish(px->st, &px->tenants, rt, now);
 	}
 	struct fg_fleet_report *rp = &b->report;
 	if (rp->send) {

@@ -149,8 +149,8 @@ static void per_tenant(struct fg_buf *o, struct fg_proxy *px, const char *name, 
 		       const char *text, tenant_value fn, uint64_t now)
 {
 	help(o, name, type, text);
-	for (uint32_t i = 0; i < px->quota.n; i++) {
-		struct fg_tenant_rt *t = px->quota.by_id[i];
+	for (uint32_t i = 0; i < px->tenants.n; i++) {
+		struct fg_tenant_rt *t = px->tenants.by_id[i];
 		fg_buf_printf(o, "%s{tenant=\"", name);
 		label(o, t->name);
 		fg_buf_printf(o, "\"} %.17g\n", fn(px->gw, t, now));
@@ -224,8 +224,8 @@ char *fg_metrics_render(struct fg_proxy *px, size_t *len)
 		   "or the KV cap.", v_cut, now);
 
 	help(&o, "fairgate_requests_total", "counter", "Requests by tenant and outcome.");
-	for (uint32_t i = 0; i < px->quota.n; i++) {
-		struct fg_tenant_rt *t = px->quota.by_id[i];
+	for (uint32_t i = 0; i < px->tenants.n; i++) {
+		struct fg_tenant_rt *t = px->tenants.by_id[i];
 		for (int k = 0; k < FG_OUT_N; k++) {
 			fg_buf_printf(&o, "fairgate_requests_total{tenant=\"");
 			label(&o, t->name);
@@ -265,8 +265,8 @@ char *fg_metrics_render(struct fg_proxy *px, size_t *len)
 	help(&o, "fairgate_tenant_chars_per_token", "gauge",
 	     "Prompt characters per token a tenant's estimates use, by model: learned from that "
 	     "tenant's own usage only (every tenant starts from replica.model.chars_per_token).");
-	for (uint32_t i = 0; i < px->quota.n; i++) {
-		const struct fg_tenant_rt *t = px->quota.by_id[i];
+	for (uint32_t i = 0; i < px->tenants.n; i++) {
+		const struct fg_tenant_rt *t = px->tenants.by_id[i];
 		const struct fg_calibration *cal = &gw->t[t->id].cal;
 		for (int k = 0; k < FG_CAL_SLOTS; k++) {
 			const struct fg_cal_slot *sl = &cal->s[k];
@@ -490,7 +490,7 @@ int fg_metrics_start(struct fg_proxy *px, char *err, size_t errlen)
 
 	if (!hp->host[0] || !hp->port)
 		return 0; /* metrics off */
-	px->metrics.listen_fd = fg_listen_tcp(hp, err, errlen, "agent.metrics_listen");
+	px->metrics.listen_fd = fg_proxy_listen(hp, err, errlen, "agent.metrics_listen");
 	if (px->metrics.listen_fd < 0)
 		return -1;
 	if (fg_loop_add(px->st->loop, px->metrics.listen_fd, EPOLLIN, metrics_accept, px)) {

@@ -20,34 +20,6 @@
 #include "agent/proxy/proxy_internal.h"
 
 #define ACCEPT_BATCH 64
-#define LISTEN_BACKLOG 4096
-
-int fg_listen_tcp(const struct fg_hostport *hp, char *err, size_t errlen, const char *what)
-{
-	struct sockaddr_storage ss;
-	socklen_t len;
-	int one = 1;
-
-	if (fg_hostport_sockaddr(hp, &ss, &len)) {
-		snprintf(err, errlen, "%s: '%s' is not a numeric IPv4/IPv6 address", what, hp->host);
-		return -1;
-	}
-	int fd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-	if (fd < 0) {
-		snprintf(err, errlen, "%s: socket: %s", what, strerror(errno));
-		return -1;
-	}
-	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-	if (bind(fd, (struct sockaddr *)&ss, len) || listen(fd, LISTEN_BACKLOG)) {
-		char where[FG_HOSTPORT_MAX + 8];
-
-		snprintf(err, errlen, "%s: cannot listen on %s: %s", what,
-			 fg_hostport_format(hp, where, sizeof(where)), strerror(errno));
-		close(fd);
-		return -1;
-	}
-	return fd;
-}
 
 static void accept_cb(struct fg_loop *loop, int fd, uint32_t events, void *ctx)
 {
@@ -97,7 +69,7 @@ static void sweep(struct fg_loop *loop, void *ctx)
 			next = l->next;
 			fg_upstream_sweep(fg_container_of(l, struct fg_upstream, link), now);
 		}
-	fg_quota_tick(px->st, &px->quota, now);
+	fg_tenants_tick(px->st, &px->tenants, now);
 	px->sweep_timer = fg_loop_timer(loop, FG_SWEEP_NS, sweep, px);
 }
 
@@ -144,9 +116,9 @@ int fg_proxy_start(struct fg_agent_state *st, char *err, size_t errlen)
 	}
 	if (fg_sched_start(px, err, errlen))
 		goto fail;
-	if (fg_quota_init(&px->quota, px->gw, a->salt_secret_file, err, errlen))
+	if (fg_tenants_init(&px->tenants, px->gw, a->salt_secret_file, err, errlen))
 		goto fail;
-	if (fg_quota_apply(&px->quota, st->policy)) {
+	if (fg_tenants_apply(&px->tenants, st->policy)) {
 		snprintf(err, errlen, "out of memory");
 		goto fail;
 	}
@@ -155,7 +127,7 @@ int fg_proxy_start(struct fg_agent_state *st, char *err, size_t errlen)
 		goto fail;
 	px->listen_fd = a->mode == FG_MODE_TRANSPARENT
 				? fg_proxy_transparent_listen(st, err, errlen)
-				: fg_listen_tcp(&a->listen, err, errlen, "agent.listen");
+				: fg_proxy_listen(&a->listen, err, errlen, "agent.listen");
 	if (px->listen_fd < 0)
 		goto fail;
 	if (fg_loop_add(st->loop, px->listen_fd, EPOLLIN, accept_cb, px)) {
@@ -167,7 +139,7 @@ int fg_proxy_start(struct fg_agent_state *st, char *err, size_t errlen)
 	px->sweep_timer = fg_loop_timer(st->loop, FG_SWEEP_NS, sweep, px);
 	fg_proxy_publish_all(st);
 	char where[64];
-	fg_proxy_listen_desc(px->listen_fd, where, sizeof(where));
+	fg_socket_desc(px->listen_fd, where, sizeof(where));
 	char engine[FG_HOSTPORT_MAX + 8], metrics[FG_HOSTPORT_MAX + 8];
 	fprintf(stderr, "fairgated: proxy on %s (%s mode), engine %s, metrics %s\n", where,
 		a->mode == FG_MODE_TRANSPARENT ? "transparent" : "front",
@@ -193,7 +165,7 @@ int fg_proxy_apply_policy(struct fg_agent_state *st, const struct fg_policy *p)
 	if (fg_hostport_sockaddr(&p->agent.engine, &ss, &len) ||
 	    (lc->host[0] && fg_hostport_sockaddr(lc, &ss, &len)))
 		return -1;
-	if (fg_quota_apply(&px->quota, p))
+	if (fg_tenants_apply(&px->tenants, p))
 		return -1;
 	/* nothing fails from here: the gateway follows tenants by name; a new
 	 * engine address lets connections in use finish and drops pooled ones */
@@ -212,8 +184,8 @@ void fg_proxy_publish_all(struct fg_agent_state *st)
 	struct fg_proxy *px = st->proxy;
 	uint64_t now = fg_now_ns();
 
-	for (uint32_t i = 0; px && i < px->quota.n; i++)
-		fg_quota_publish(st, &px->quota, px->quota.by_id[i], now);
+	for (uint32_t i = 0; px && i < px->tenants.n; i++)
+		fg_tenants_publish(st, &px->tenants, px->tenants.by_id[i], now);
 }
 
 void fg_proxy_stop(struct fg_agent_state *st)
@@ -240,7 +212,7 @@ void fg_proxy_stop(struct fg_agent_state *st)
 	fg_fleet_stop(px); /* hands the leases back while the gateway still has them */
 	if (px->gw)
 		fg_sched_stop(px); /* after the clients: they settle into the gateway */
-	fg_quota_free(&px->quota);
+	fg_tenants_free(&px->tenants);
 	fg_buf_free(&px->scratch);
 	free(px);
 	st->proxy = NULL;

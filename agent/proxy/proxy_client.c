@@ -221,7 +221,7 @@ static void exchange_reset(struct fg_client *c)
 		fg_exchange_settle(c, FG_OUT_CLIENT_GONE);
 	fg_tokenize_cancel(x->tok); /* the client left while its prompt was counted */
 	if (x->tenant)
-		fg_tenant_unref(&c->px->quota, x->tenant);
+		fg_tenant_unref(&c->px->tenants, x->tenant);
 	free(x->fwd_body);
 	fg_sse_free(&x->sse_state);
 	struct fg_buf body = x->body, copy = x->resp_copy;
@@ -322,7 +322,7 @@ void fg_client_send_early(struct fg_client *c)
 static void count_refusal(struct fg_client *c, enum fg_outcome o)
 {
 	if (c->x.tenant)
-		fg_quota_count(c->x.tenant, o);
+		fg_tenants_count(c->x.tenant, o);
 	else
 		c->px->metrics.malformed++;
 }
@@ -388,7 +388,7 @@ static struct fg_tenant_rt *identify(struct fg_client *c, const char **why)
 		}
 		memcpy(name, v, len);
 		name[len] = 0;
-		struct fg_tenant_rt *t = fg_quota_by_name(&px->quota, name);
+		struct fg_tenant_rt *t = fg_tenants_by_name(&px->tenants, name);
 		if (!t)
 			*why = "unknown tenant in " FG_TENANT_HEADER;
 		return t;
@@ -420,7 +420,7 @@ static struct fg_tenant_rt *identify(struct fg_client *c, const char **why)
 		}
 	}
 	/* the policy is consulted every time: a reload may have moved the key */
-	struct fg_tenant_rt *t = fg_quota_by_key(&px->quota, hash);
+	struct fg_tenant_rt *t = fg_tenants_by_key(&px->tenants, hash);
 	if (!t)
 		*why = "Incorrect API key provided.";
 	return t;
@@ -490,7 +490,7 @@ static void refuse_size(struct fg_client *c, const struct fg_gw_decision *d)
 	const char *code = d->outcome == FG_GW_KV_NEVER ? "kv_cache_cap_exceeded"
 							: "context_length_exceeded";
 
-	fg_quota_count(x->tenant, d->outcome == FG_GW_KV_NEVER ? FG_OUT_KV_NEVER
+	fg_tenants_count(x->tenant, d->outcome == FG_GW_KV_NEVER ? FG_OUT_KV_NEVER
 								: FG_OUT_CONTEXT_EXCEEDED);
 	fg_client_error(c, 400, "invalid_request_error", code, param, d->reason,
 			"x-should-retry: false\r\n");
@@ -618,11 +618,11 @@ static bool admit(struct fg_client *c)
 		x->long_ctx = d.outcome == FG_GW_LONG_CONTEXT;
 		if (x->long_ctx)
 			x->tenant->long_context++;
-		fg_quota_publish(px->st, &px->quota, x->tenant, now);
+		fg_tenants_publish(px->st, &px->tenants, x->tenant, now);
 		return true;
 	case FG_GW_RETRY_LATER:
-		fg_quota_count(x->tenant, FG_OUT_RATE_LIMITED);
-		fg_quota_publish(px->st, &px->quota, x->tenant, now);
+		fg_tenants_count(x->tenant, FG_OUT_RATE_LIMITED);
+		fg_tenants_publish(px->st, &px->tenants, x->tenant, now);
 		refuse_rate(c, &d);
 		return false;
 	case FG_GW_CONTEXT_EXCEEDED:
@@ -632,7 +632,7 @@ static bool admit(struct fg_client *c)
 		return false;
 	case FG_GW_BUCKET_NEVER:
 	default:
-		fg_quota_count(x->tenant, FG_OUT_NEVER_FITS);
+		fg_tenants_count(x->tenant, FG_OUT_NEVER_FITS);
 		refuse_never(c, &d);
 		return false;
 	}
@@ -684,7 +684,7 @@ static bool refuse_media(struct fg_client *c)
 		why = "File content parts are not accepted: the gateway has no rule to price them.";
 	if (!why)
 		return false;
-	fg_quota_count(x->tenant, FG_OUT_BAD_REQUEST);
+	fg_tenants_count(x->tenant, FG_OUT_BAD_REQUEST);
 	fg_client_error(c, 400, "invalid_request_error", "unsupported_content", param, why,
 			"x-should-retry: false\r\n");
 	return true;
@@ -733,7 +733,7 @@ static void counted(void *ctx, enum fg_tokenize_result r, uint64_t count, uint64
 	}
 	/* otherwise the estimate decides, limits on its conservative side */
 	if (!x->tenant->live) {
-		fg_quota_count(x->tenant, FG_OUT_TENANT_GONE);
+		fg_tenants_count(x->tenant, FG_OUT_TENANT_GONE);
 		fg_client_error(c, 403, "permission_error", "tenant_removed", NULL,
 				"The tenant was removed from the policy while this request was read.",
 				"x-should-retry: false\r\n");
@@ -795,7 +795,7 @@ static void metered(struct fg_client *c)
 	}
 	if (fg_request_parse(api, fg_buf_head(&x->body), fg_buf_used(&x->body), &x->info, msg,
 			     sizeof(msg), &param)) {
-		fg_quota_count(x->tenant, FG_OUT_BAD_REQUEST);
+		fg_tenants_count(x->tenant, FG_OUT_BAD_REQUEST);
 		fg_client_error(c, 400, "invalid_request_error", NULL, param, msg, NULL);
 		return;
 	}
@@ -814,7 +814,7 @@ static void unmetered(struct fg_client *c)
 	const char *param;
 
 	if (x->tenant)
-		fg_quota_count(x->tenant, FG_OUT_UNMETERED);
+		fg_tenants_count(x->tenant, FG_OUT_UNMETERED);
 	x->json_body = x->api == FG_API_PASSTHROUGH && fg_buf_used(&x->body) &&
 		       !fg_request_parse(FG_API_PASSTHROUGH, fg_buf_head(&x->body),
 					 fg_buf_used(&x->body), &x->info, msg, sizeof(msg), &param);

@@ -1,9 +1,10 @@
 /* proxy_internal.h — the proxy's connections and exchanges, shared by
  * proxy.c (listeners, lifecycle, timers), proxy_client.c (the client side:
  * HTTP in, identity, admission, responses out), proxy_upstream.c (the
- * engine side: pools, forwarding, response relay, settlement) and
- * proxy_sched.c (the gateway's clock: dispatch pump, queue deadlines, the
- * 1 s tick for overload, peaks and the engine's metrics).
+ * engine side: pools, forwarding, response relay), proxy_settle.c (the
+ * end of every request) and proxy_sched.c (the gateway's clock: dispatch
+ * pump, queue deadlines, the 1 s tick for overload, peaks and the engine's
+ * metrics).
  *
  * One exchange per client connection at a time; pipelined requests wait in
  * the client's input buffer. Admission (fg_gw_admit in proxy_client.c) and
@@ -16,11 +17,13 @@
 #include <netinet/in.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <sys/socket.h>
 
 #include "agent/agent.h"
 #include "lib/buf.h"
 #include "lib/list.h"
+#include "lib/listen.h"
 #include "agent/http/http_headers.h"
 #include "agent/http/engine_tokenize.h"
 #include "agent/http/http_request.h"
@@ -170,7 +173,7 @@ struct fg_proxy {
 	struct fg_pool long_pool; /* agent.long_context.upstream */
 	uint16_t exempt_lo, exempt_hi, exempt_next; /* transparent mode source ports */
 	struct fg_gateway *gw;    /* bucket, queue, KV, engine window: the one source of truth */
-	struct fg_quota quota;
+	struct fg_tenant_table tenants;
 	struct fg_fleet *fleet;   /* agent.fleet (agent/fleet/fleet.c); NULL alone */
 	struct fg_link clients;
 	struct fg_link busy;
@@ -200,14 +203,23 @@ struct fg_proxy {
 	uint64_t engine_preemptions; /* preemptions seen since the agent started */
 };
 
-/* proxy.c */
-/* A non-blocking listening socket; -1 with err naming `what`. */
-int fg_listen_tcp(const struct fg_hostport *hp, char *err, size_t errlen, const char *what);
+/* A listener on a policy address (agent.listen, agent.metrics_listen),
+ * through lib/listen.c; inline, so the files that listen call lib only. */
+static inline int fg_proxy_listen(const struct fg_hostport *hp, char *err, size_t errlen,
+				  const char *what)
+{
+	struct sockaddr_storage ss;
+	socklen_t len;
+
+	if (fg_hostport_sockaddr(hp, &ss, &len)) {
+		snprintf(err, errlen, "%s: '%s' is not a numeric IPv4/IPv6 address", what, hp->host);
+		return -1;
+	}
+	return fg_listen_tcp(&ss, len, err, errlen, what);
+}
 /* proxy_transparent.c: transparent mode's listener (agent.listen, or an
  * ephemeral dual-stack loopback port), handed to steer. */
 int fg_proxy_transparent_listen(struct fg_agent_state *st, char *err, size_t errlen);
-/* "[::1]:40123" / "0.0.0.0:8000": where a socket is bound. */
-void fg_proxy_listen_desc(int fd, char *buf, size_t len);
 
 /* proxy_client.c */
 /* libhttp-parser callbacks that collect a client's request into c->x
@@ -249,7 +261,13 @@ void fg_upstream_abort(struct fg_upstream *u);
 void fg_upstream_resume(struct fg_upstream *u);
 void fg_upstream_sweep(struct fg_upstream *u, uint64_t now_ns);
 void fg_upstream_close(struct fg_upstream *u);
-/* Settle an exchange on whatever is known (usage, delivered, failure). */
+
+/* proxy_settle.c: settle an exchange on whatever is known (usage,
+ * delivered, failure); the one end of every request. */
+void fg_exchange_settle(struct fg_client *c, enum fg_outcome o);
+
+/* proxy_settle.c: settle an exchange on whatever is known (usage,
+ * delivered, failure); the one end of every request. */
 void fg_exchange_settle(struct fg_client *c, enum fg_outcome o);
 
 /* proxy_sched.c */

@@ -67,7 +67,7 @@ static void pump(struct fg_loop *loop, void *ctx)
 	px->pump_timer = 0;
 	while ((r = fg_gw_dispatch(px->gw, now))) {
 		struct fg_client *c = r->item.owner;
-		fg_quota_publish(px->st, &px->quota, c->x.tenant, now); /* one less queued */
+		fg_tenants_publish(px->st, &px->tenants, c->x.tenant, now); /* one less queued */
 		if (fg_proxy_dispatch(c))
 			fg_client_resume(c); /* answered 503: serve what it pipelined */
 	}
@@ -94,9 +94,9 @@ static void answer_expired(struct fg_proxy *px, struct fg_client *c,
 
 	/* the gateway has ended the request and refunded it */
 	x->reserved = false;
-	fg_quota_ended(x->tenant, x->gwr.price.units, 0,
+	fg_tenants_ended(x->tenant, x->gwr.price.units, 0,
 		       gone ? FG_OUT_TENANT_GONE : FG_OUT_QUEUE_TIMEOUT);
-	fg_quota_publish(px->st, &px->quota, x->tenant, now);
+	fg_tenants_publish(px->st, &px->tenants, x->tenant, now);
 	if (gone) {
 		fg_client_error(c, 403, "permission_error", "tenant_removed", NULL, why->reason,
 				"x-should-retry: false\r\n");

@@ -21,8 +21,6 @@
 #include "agent/kernel/kernel.h"
 #include "agent/proxy/proxy_internal.h"
 
-#define LISTEN_BACKLOG 4096
-
 /* An ephemeral port on [::] (dual-stack) or, failing that, 127.0.0.1. */
 static int listen_ephemeral(int family)
 {
@@ -40,7 +38,7 @@ static int listen_ephemeral(int family)
 	if (fd < 0)
 		return -1;
 	if ((family == AF_INET6 && setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &off, sizeof(off))) ||
-	    bind(fd, (struct sockaddr *)&ss, len) || listen(fd, LISTEN_BACKLOG)) {
+	    bind(fd, (struct sockaddr *)&ss, len) || listen(fd, FG_LISTEN_BACKLOG)) {
 		int e = errno;
 		close(fd);
 		errno = e;
@@ -61,28 +59,6 @@ static uint16_t bound_port(int fd, int *family)
 					      : ((struct sockaddr_in *)&ss)->sin_port);
 }
 
-void fg_proxy_listen_desc(int fd, char *buf, size_t len)
-{
-	struct sockaddr_storage ss;
-	socklen_t sl = sizeof(ss);
-	char host[INET6_ADDRSTRLEN] = "?";
-	unsigned port = 0;
-
-	if (!getsockname(fd, (struct sockaddr *)&ss, &sl)) {
-		if (ss.ss_family == AF_INET6) {
-			const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)&ss;
-			inet_ntop(AF_INET6, &in6->sin6_addr, host, sizeof(host));
-			port = ntohs(in6->sin6_port);
-			snprintf(buf, len, "[%s]:%u", host, port);
-			return;
-		}
-		const struct sockaddr_in *in4 = (const struct sockaddr_in *)&ss;
-		inet_ntop(AF_INET, &in4->sin_addr, host, sizeof(host));
-		port = ntohs(in4->sin_port);
-	}
-	snprintf(buf, len, "%s:%u", host, port);
-}
-
 int fg_proxy_transparent_listen(struct fg_agent_state *st, char *err, size_t errlen)
 {
 	const struct fg_agent *a = &st->policy->agent;
@@ -97,7 +73,7 @@ int fg_proxy_transparent_listen(struct fg_agent_state *st, char *err, size_t err
 		return -1;
 	}
 	if (chosen) {
-		fd = fg_listen_tcp(&a->listen, err, errlen, "agent.listen");
+		fd = fg_proxy_listen(&a->listen, err, errlen, "agent.listen");
 	} else {
 		fd = listen_ephemeral(AF_INET6);
 		if (fd < 0) /* a kernel or namespace without IPv6 */
@@ -108,7 +84,7 @@ int fg_proxy_transparent_listen(struct fg_agent_state *st, char *err, size_t err
 	}
 	if (fd < 0)
 		return -1;
-	fg_proxy_listen_desc(fd, where, sizeof(where));
+	fg_socket_desc(fd, where, sizeof(where));
 	if (!fg_kernel_steering(st)) {
 		fprintf(stderr, "fairgated: transparent mode without steer: nothing steers "
 				"connections here; serving agent.listen %s only\n", where);

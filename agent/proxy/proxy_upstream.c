@@ -2,12 +2,10 @@
  * pools (the engine, and the long-context pool when one is configured),
  * forwarding an admitted request, relaying the response chunk by chunk (SSE
  * event by event, with the forced usage chunk hidden, first token and
- * output reported to the gateway as they stream), and settling the
- * gateway's request on how the exchange ended: usage from the engine, what a
- * departed client received, or a refund when the engine failed. */
+ * output reported to the gateway as they stream); how the exchange ended
+ * goes to proxy_settle.c. */
 #include <errno.h>
 #include <inttypes.h>
-#include <jansson.h>
 #include <limits.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -197,96 +195,6 @@ static struct fg_upstream *connect_new(struct fg_proxy *px, struct fg_pool *pool
 	fg_link_add(&px->busy, &u->link);
 	px->n_busy++;
 	return u;
-}
-
-/* ---- settlement --------------------------------------------------------------- */
-
-/* Usage of a JSON response body. Parsing only the top-level "usage" member
- * (the last unescaped `"usage":` — inside a JSON string a quote is always
- * escaped, and engines put usage last) keeps settlement cheap for large
- * answers, and reading that object with yajl (fg_usage_parse) keeps it cheap
- * for small ones; anything odd falls back to jansson, on the whole body. */
-static bool usage_of_body(const char *p, size_t n, struct fg_usage *u)
-{
-	static const char key[] = "\"usage\":";
-	const size_t kl = sizeof(key) - 1;
-	const char *hit = NULL;
-
-	/* from the end: the key is near it, and memmem over the whole body cost
-	 * more than the parse */
-	for (const char *e = p + n, *q; (q = memrchr(p, '"', (size_t)(e - p))); e = q)
-		if ((size_t)(p + n - q) >= kl && !memcmp(q, key, kl)) {
-			hit = q;
-			break;
-		}
-	if (hit) {
-		int r = fg_usage_parse(hit + kl, (size_t)(p + n - hit - kl), u);
-		if (r >= 0)
-			return r == 1;
-		json_t *v = json_loadb(hit + kl, (size_t)(p + n - hit - kl), JSON_DISABLE_EOF_CHECK, NULL);
-		if (json_is_object(v)) {
-			json_t *wrap = json_pack("{s:O}", "usage", v);
-			bool ok = wrap && fg_usage_from_json(wrap, u);
-			json_decref(wrap);
-			json_decref(v);
-			return ok;
-		}
-		json_decref(v);
-	}
-	json_t *root = json_loadb(p, n, 0, NULL);
-	bool ok = root && fg_usage_from_json(root, u);
-	json_decref(root);
-	return ok;
-}
-
-void fg_exchange_settle(struct fg_client *c, enum fg_outcome o)
-{
-	struct fg_proxy *px = c->px;
-	struct fg_gateway *gw = px->gw;
-	struct fg_exchange *x = &c->x;
-	struct fg_gw_request *r = &x->gwr;
-	struct fg_usage u = { 0 };
-	bool have_usage = false;
-	double billed = 0;
-	uint64_t now = fg_now_ns();
-
-	if (!x->reserved || !x->tenant)
-		return;
-	x->reserved = false;
-
-	if (x->sse && x->sse_state.have_usage) {
-		/* before the final usage: the prompt as counted, the output as
-		 * delivered (a chunk's usage counts one choice) */
-		u = x->sse_state.usage;
-		u.completion_tokens = fg_sse_output(&x->sse_state);
-		have_usage = true;
-	} else if (!x->sse && fg_buf_used(&x->resp_copy) && !x->resp_copy_overflow) {
-		have_usage = usage_of_body(fg_buf_head(&x->resp_copy), fg_buf_used(&x->resp_copy), &u);
-	}
-	if (have_usage && u.prompt_tokens > 0)
-		fg_gw_learn(gw, r, x->info.model, u.prompt_tokens);
-
-	/* a stream ended at its first chunk ran its prefill: billed for it */
-	bool ran = o == FG_OUT_OK || o == FG_OUT_CLIENT_GONE || (x->cut_off && o == x->cut_outcome);
-	bool served = ran && r->state != FG_GW_S_QUEUED;
-	if (served) {
-		if (!have_usage) {
-			/* no usage: what was delivered (streams), else what was reserved */
-			u = (struct fg_usage){ .prompt_tokens = r->price.prompt_tokens };
-			if (x->sse)
-				u.completion_tokens = fg_sse_output(&x->sse_state);
-			else if (o == FG_OUT_OK)
-				u.completion_tokens = r->price.output_tokens;
-		}
-		billed = fg_gw_finish(gw, r, &u, now);
-	} else {
-		/* still queued (the client left), or the engine failed or refused:
-		 * the tenant pays nothing, the platform's cost */
-		fg_gw_abort(gw, r, now);
-	}
-	fg_quota_ended(x->tenant, r->price.units, billed, o);
-	fg_quota_publish(px->st, &px->quota, x->tenant, now);
-	fg_sched_kick(px); /* KV, the engine window and the fair queue moved */
 }
 
 /* ---- forwarding -------------------------------------------------------------- */

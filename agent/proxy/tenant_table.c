@@ -40,7 +40,7 @@ bool fg_outcome_is_refusal(enum fg_outcome o)
 	}
 }
 
-int fg_quota_init(struct fg_quota *q, struct fg_gateway *gw, const char *secret_path, char *err,
+int fg_tenants_init(struct fg_tenant_table *q, struct fg_gateway *gw, const char *secret_path, char *err,
 		  size_t errlen)
 {
 	memset(q, 0, sizeof(*q));
@@ -56,7 +56,7 @@ static void free_tenant(struct fg_tenant_rt *t)
 	free(t);
 }
 
-void fg_quota_free(struct fg_quota *q)
+void fg_tenants_free(struct fg_tenant_table *q)
 {
 	for (uint32_t i = 0; i < q->n; i++)
 		free_tenant(q->by_id[i]);
@@ -108,7 +108,7 @@ static int build_key_index(const struct fg_policy *p, struct fg_tenant_rt **by_i
 	return 0;
 }
 
-static void configure(struct fg_quota *q, struct fg_tenant_rt *t, const struct fg_policy *p,
+static void configure(struct fg_tenant_table *q, struct fg_tenant_rt *t, const struct fg_policy *p,
 		      uint32_t id)
 {
 	const struct fg_tenant *pt = &p->tenants[id];
@@ -125,7 +125,7 @@ static void configure(struct fg_quota *q, struct fg_tenant_rt *t, const struct f
 		t->salt[0] = 0; /* never reached: apply refuses salted tenants without a salt */
 }
 
-int fg_quota_apply(struct fg_quota *q, const struct fg_policy *p)
+int fg_tenants_apply(struct fg_tenant_table *q, const struct fg_policy *p)
 {
 	uint32_t n = p->n_tenants;
 	struct fg_tenant_rt **by_id = calloc(n ? n : 1, sizeof(*by_id));
@@ -189,7 +189,7 @@ oom:
 	return -1;
 }
 
-struct fg_tenant_rt *fg_quota_by_key(const struct fg_quota *q, const uint8_t hash[32])
+struct fg_tenant_rt *fg_tenants_by_key(const struct fg_tenant_table *q, const uint8_t hash[32])
 {
 	if (!q->keys)
 		return NULL;
@@ -202,7 +202,7 @@ struct fg_tenant_rt *fg_quota_by_key(const struct fg_quota *q, const uint8_t has
 	return NULL;
 }
 
-struct fg_tenant_rt *fg_quota_by_name(const struct fg_quota *q, const char *name)
+struct fg_tenant_rt *fg_tenants_by_name(const struct fg_tenant_table *q, const char *name)
 {
 	for (uint32_t i = 0; i < q->n; i++)
 		if (!strcmp(q->by_id[i]->name, name))
@@ -215,7 +215,7 @@ void fg_tenant_ref(struct fg_tenant_rt *t)
 	t->refs++;
 }
 
-void fg_tenant_unref(struct fg_quota *q, struct fg_tenant_rt *t)
+void fg_tenant_unref(struct fg_tenant_table *q, struct fg_tenant_rt *t)
 {
 	if (--t->refs || t->live)
 		return;
@@ -228,23 +228,23 @@ void fg_tenant_unref(struct fg_quota *q, struct fg_tenant_rt *t)
 	free_tenant(t);
 }
 
-void fg_quota_count(struct fg_tenant_rt *t, enum fg_outcome o)
+void fg_tenants_count(struct fg_tenant_rt *t, enum fg_outcome o)
 {
 	t->outcomes[o]++;
 	if (fg_outcome_is_refusal(o))
 		t->rejected++;
 }
 
-void fg_quota_ended(struct fg_tenant_rt *t, double reserved, double billed, enum fg_outcome o)
+void fg_tenants_ended(struct fg_tenant_rt *t, double reserved, double billed, enum fg_outcome o)
 {
-	fg_quota_count(t, o);
+	fg_tenants_count(t, o);
 	t->settled++;
 	t->units_billed += billed;
 	if (reserved > billed)
 		t->units_refunded += reserved - billed;
 }
 
-void fg_quota_publish(struct fg_agent_state *st, struct fg_quota *q, struct fg_tenant_rt *t,
+void fg_tenants_publish(struct fg_agent_state *st, struct fg_tenant_table *q, struct fg_tenant_rt *t,
 		      uint64_t now_ns)
 {
 	struct fg_gateway *gw = q->gw;
@@ -288,11 +288,11 @@ void fg_quota_publish(struct fg_agent_state *st, struct fg_quota *q, struct fg_t
 	}
 }
 
-void fg_quota_tick(struct fg_agent_state *st, struct fg_quota *q, uint64_t now_ns)
+void fg_tenants_tick(struct fg_agent_state *st, struct fg_tenant_table *q, uint64_t now_ns)
 {
 	for (uint32_t i = 0; i < q->n; i++) {
 		struct fg_tenant_rt *t = q->by_id[i];
 		if (t->deny_published_ns)
-			fg_quota_publish(st, q, t, now_ns);
+			fg_tenants_publish(st, q, t, now_ns);
 	}
 }

@@ -65,7 +65,7 @@ struct fg_key_slot {
 	struct fg_tenant_rt *t;
 };
 
-struct fg_quota {
+struct fg_tenant_table {
 	uint32_t n;
 	struct fg_tenant_rt **by_id;  /* n entries, policy order */
 	struct fg_key_slot *keys;     /* open addressing, key_mask + 1 slots */
@@ -76,29 +76,29 @@ struct fg_quota {
 	struct fg_gateway *gw;        /* the proxy's; read to publish */
 };
 
-int fg_quota_init(struct fg_quota *q, struct fg_gateway *gw, const char *secret_path, char *err,
+int fg_tenants_init(struct fg_tenant_table *q, struct fg_gateway *gw, const char *secret_path, char *err,
 		  size_t errlen);
-void fg_quota_free(struct fg_quota *q);
+void fg_tenants_free(struct fg_tenant_table *q);
 
 /* Build the tables for policy p (already validated). Existing tenants keep
  * their counters. 0, or -1 (out of memory) with q unchanged. */
-int fg_quota_apply(struct fg_quota *q, const struct fg_policy *p);
+int fg_tenants_apply(struct fg_tenant_table *q, const struct fg_policy *p);
 
-struct fg_tenant_rt *fg_quota_by_key(const struct fg_quota *q, const uint8_t hash[32]);
-struct fg_tenant_rt *fg_quota_by_name(const struct fg_quota *q, const char *name);
+struct fg_tenant_rt *fg_tenants_by_key(const struct fg_tenant_table *q, const uint8_t hash[32]);
+struct fg_tenant_rt *fg_tenants_by_name(const struct fg_tenant_table *q, const char *name);
 
 void fg_tenant_ref(struct fg_tenant_rt *t);
-void fg_tenant_unref(struct fg_quota *q, struct fg_tenant_rt *t);
+void fg_tenant_unref(struct fg_tenant_table *q, struct fg_tenant_rt *t);
 
 /* Count one outcome (refusal, or the end of an admitted request). */
-void fg_quota_count(struct fg_tenant_rt *t, enum fg_outcome o);
+void fg_tenants_count(struct fg_tenant_rt *t, enum fg_outcome o);
 /* An admitted request ended: `reserved` units were held, `billed` charged. */
-void fg_quota_ended(struct fg_tenant_rt *t, double reserved, double billed, enum fg_outcome o);
+void fg_tenants_ended(struct fg_tenant_rt *t, double reserved, double billed, enum fg_outcome o);
 /* Publish the tenant's gateway state (bucket, reservations, queue, KV) and
  * open/close the quota deny window. No-op for retired tenants. */
-void fg_quota_publish(struct fg_agent_state *st, struct fg_quota *q, struct fg_tenant_rt *t,
+void fg_tenants_publish(struct fg_agent_state *st, struct fg_tenant_table *q, struct fg_tenant_rt *t,
 		      uint64_t now_ns);
 /* Periodic: close windows whose tenants have refilled. */
-void fg_quota_tick(struct fg_agent_state *st, struct fg_quota *q, uint64_t now_ns);
+void fg_tenants_tick(struct fg_agent_state *st, struct fg_tenant_table *q, uint64_t now_ns);
 
 #endif

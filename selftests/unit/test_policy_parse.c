@@ -232,10 +232,11 @@ static void test_utf8_bom(void **state)
 	free(p);
 }
 
-/* The policy exactly as DESIGN.md writes it (with a real hash for the
- * placeholder): the key names there are a contract. Its tenant range sits
+/* A policy with every key of docs/design.md's "The policy file" example
+ * (with a real hash for its placeholder): the key names are a contract
+ * with operators' files. Its tenant range sits
  * inside a trusted-proxy range, which is allowed (longest prefix wins). */
-static void test_design_md_example(void **state)
+static void test_documented_example(void **state)
 {
 	(void)state;
 	struct fg_policy *p = malloc(sizeof(*p));
@@ -871,7 +872,7 @@ int main(void)
 		cmocka_unit_test(test_example_json_matches_yaml),
 		cmocka_unit_test(test_json_compact_and_tabs),
 		cmocka_unit_test(test_utf8_bom),
-		cmocka_unit_test(test_design_md_example),
+		cmocka_unit_test(test_documented_example),
 		cmocka_unit_test(test_replicas_resolve_with_cost_model),
 		cmocka_unit_test(test_defaults),
 		cmocka_unit_test(test_malformed_table),
