@@ -6,12 +6,12 @@
  * /run/fairgate/ctl.sock). */
 #include <getopt.h>
 #include <jansson.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "cli/ctl_commands.h"
 #include "lib/ctl_protocol.h"
-#include <stdbool.h>
 
 static double num(const json_t *o, const char *k)
 {
