@@ -639,11 +639,31 @@ static int apply_node(struct fg_maps *m, const struct fg_policy *p)
 /* Every CIDR a policy can list has room in the trie. */
 _Static_assert(FG_MAX_TENANTS * FG_MAX_SOURCES <= FG_MAP_MAX_STATIC, "src_tenant too small");
 
+/* want[*i..n) into the trie, *i advancing: 0 all in, 1 the trie is full
+ * (with until_full; *i is the first not added), -1 with err. */
+static int add_static_sources(struct fg_maps *m, const struct fg_policy *p,
+			      const struct fg_lpm_key *want, const uint32_t *owner, size_t n,
+			      size_t *i, bool until_full, char *err, size_t errlen)
+{
+	struct fg_src_static v;
+
+	for (; *i < n; (*i)++) {
+		v.tenant_id = owner[*i];
+		if (!bpf_map_update_elem(m->src_tenant_fd, &want[*i], &v, BPF_ANY))
+			continue;
+		if (until_full && errno == ENOSPC)
+			return 1;
+		snprintf(err, errlen, "adding source of tenant %s to %s: %s",
+			 p->tenants[owner[*i]].name, FG_MAP_NAME(FG_MAP_SRC_TENANT), strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
 static int apply_static_sources(struct fg_maps *m, const struct fg_policy *p, char *err,
 				size_t errlen)
 {
 	struct fg_lpm_key key, next;
-	struct fg_src_static v;
 	size_t n = 0, cap = 0;
 	struct fg_lpm_key *want = NULL;
 	uint32_t *owner = NULL;
@@ -666,15 +686,14 @@ static int apply_static_sources(struct fg_maps *m, const struct fg_policy *p, ch
 		}
 	}
 	/* Add and update first, then remove what is gone: a reload never
-	 * leaves a moment where a still-listed source is unattributed. */
-	for (size_t i = 0; i < n; i++) {
-		v.tenant_id = owner[i];
-		if (bpf_map_update_elem(m->src_tenant_fd, &want[i], &v, BPF_ANY)) {
-			snprintf(err, errlen, "adding source of tenant %s to %s: %s",
-				 p->tenants[owner[i]].name, FG_MAP_NAME(FG_MAP_SRC_TENANT), strerror(errno));
-			goto out;
-		}
-	}
+	 * leaves a moment where a still-listed source is unattributed. Only
+	 * when the old and the new sources do not fit in the trie side by
+	 * side (each fits alone) do the ones that did not fit wait for the
+	 * removal. */
+	size_t added = 0;
+	int full = add_static_sources(m, p, want, owner, n, &added, true, err, errlen);
+	if (full < 0)
+		goto out;
 	for (int more = !bpf_map_get_next_key(m->src_tenant_fd, NULL, &key); more;) {
 		bool keep = false;
 
@@ -691,6 +710,8 @@ static int apply_static_sources(struct fg_maps *m, const struct fg_policy *p, ch
 			more = !bpf_map_get_next_key(m->src_tenant_fd, NULL, &next);
 		key = next;
 	}
+	if (full && add_static_sources(m, p, want, owner, n, &added, false, err, errlen))
+		goto out;
 	rc = 0;
 out:
 	free(want);
