@@ -37,25 +37,6 @@ struct fg_policy *fg_agent_parse_policy(const struct fg_agent_opts *o, const cha
 	return np;
 }
 
-struct fg_policy *fg_agent_load_policy(const struct fg_agent_opts *o, char *err, size_t errlen)
-{
-	struct fg_policy_error perr;
-	char *text, *ttext = NULL;
-	size_t len, tlen = 0;
-
-	if (fg_policy_read_file(o->policy_path, &text, &len, &perr) ||
-	    (o->tenants_path && fg_policy_read_file(o->tenants_path, &ttext, &tlen, &perr))) {
-		fg_policy_error_format(&perr, err, errlen);
-		free(text);
-		return NULL;
-	}
-	struct fg_policy *np = fg_agent_parse_policy(o, text, len, o->policy_path, ttext, tlen,
-						     o->tenants_path, err, errlen);
-	free(ttext);
-	free(text);
-	return np;
-}
-
 static bool same_hostport(const struct fg_hostport *a, const struct fg_hostport *b)
 {
 	return a->port == b->port && !strcmp(a->host, b->host);

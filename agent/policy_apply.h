@@ -21,8 +21,6 @@ struct fg_policy *fg_agent_parse_policy(const struct fg_agent_opts *o, const cha
 					size_t len, const char *file, const char *tenants_text,
 					size_t tenants_len, const char *tenants_file, char *err,
 					size_t errlen);
-/* The same from the files in o (policy_path, tenants_path). */
-struct fg_policy *fg_agent_load_policy(const struct fg_agent_opts *o, char *err, size_t errlen);
 
 /* Swap np in for st->policy (np is taken: kept or freed). Unchanged tenants
  * keep their bucket levels; no connection is dropped. Returns

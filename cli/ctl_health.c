@@ -2,10 +2,12 @@
  * DaemonSet's probes. Live: fairgated answers on its control socket within
  * the timeout, which it does from the one event loop the proxy runs on, so
  * a wedged loop fails it. Ready (--ready): live, and the proxy's listener
- * accepts a TCP connection (on loopback, at the port fairgated reports:
- * in transparent mode it is one fairgated chose), and in transparent mode
- * with kernel enforcement steer hands it the clients. Exit 0 yes, 1 no
- * (one line saying why), 2 usage. */
+ * accepts a TCP connection (at the address and port fairgated reports,
+ * loopback when it listens on every address; in transparent mode the port
+ * is one fairgated chose), and in transparent mode with kernel enforcement
+ * steer hands it the clients. Exit 0 yes, 1 no (one line saying why), 2
+ * usage. */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <getopt.h>
 #include <jansson.h>
@@ -29,8 +31,11 @@ static uint64_t now_ms(void)
 	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }
 
-/* A TCP connect to loopback:port within ms; 0, or -1 with why. */
-static int connect_within(int family, int port, unsigned ms, char *why, size_t len)
+/* A TCP connect to the proxy's listener within ms: to its address, or to
+ * loopback when it listens on every address (or did not say where);
+ * 0, or -1 with why. */
+static int connect_within(int family, const char *addr, int port, unsigned ms, char *why,
+			  size_t len)
 {
 	struct sockaddr_storage ss = { 0 };
 	socklen_t sl;
@@ -40,13 +45,17 @@ static int connect_within(int family, int port, unsigned ms, char *why, size_t l
 		struct sockaddr_in6 *a = (struct sockaddr_in6 *)&ss;
 		a->sin6_family = AF_INET6;
 		a->sin6_port = htons((uint16_t)port);
-		a->sin6_addr = in6addr_loopback;
+		if (!addr || inet_pton(AF_INET6, addr, &a->sin6_addr) != 1 ||
+		    IN6_IS_ADDR_UNSPECIFIED(&a->sin6_addr))
+			a->sin6_addr = in6addr_loopback;
 		sl = sizeof(*a);
 	} else {
 		struct sockaddr_in *a = (struct sockaddr_in *)&ss;
 		a->sin_family = AF_INET;
 		a->sin_port = htons((uint16_t)port);
-		a->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+		if (!addr || inet_pton(AF_INET, addr, &a->sin_addr) != 1 ||
+		    a->sin_addr.s_addr == htonl(INADDR_ANY))
+			a->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
 		sl = sizeof(*a);
 	}
 	fd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
@@ -129,6 +138,7 @@ int fg_cmd_health(int argc, char **argv)
 	} else {
 		int port = (int)json_integer_value(json_object_get(reply, "listen_port"));
 		int family = (int)json_integer_value(json_object_get(reply, "listen_family"));
+		const char *addr = json_string_value(json_object_get(reply, "listen_address"));
 		const char *mode = json_string_value(json_object_get(reply, "mode"));
 		uint64_t spent = now_ms() - start;
 		unsigned left = spent < budget_ms ? budget_ms - (unsigned)spent : 1;
@@ -139,7 +149,7 @@ int fg_cmd_health(int argc, char **argv)
 			 json_is_true(json_object_get(reply, "kernel_enforcement")) &&
 			 !json_is_true(json_object_get(reply, "steering")))
 			snprintf(why, sizeof(why), "transparent mode, but steer does not hand the clients to the proxy");
-		else if (connect_within(family, port, left, err, sizeof(err)))
+		else if (connect_within(family, addr, port, left, err, sizeof(err)))
 			snprintf(why, sizeof(why), "the proxy's port %d does not accept: %s", port, err);
 		else {
 			verdict = "ready: the proxy accepts";

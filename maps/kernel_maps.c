@@ -617,62 +617,105 @@ static int apply_node(struct fg_maps *m, const struct fg_policy *p)
 /* Every CIDR a policy can list has room in the trie. */
 _Static_assert(FG_MAX_TENANTS * FG_MAX_SOURCES <= FG_MAP_MAX_STATIC, "src_tenant too small");
 
+/* One source the policy lists, and the tenant it names. */
+struct listed_source {
+	struct fg_lpm_key key;
+	uint32_t owner;
+};
+
+static int cmp_listed_source(const void *a, const void *b)
+{
+	return memcmp(&((const struct listed_source *)a)->key, &((const struct listed_source *)b)->key,
+		      sizeof(struct fg_lpm_key));
+}
+
+/* want[*i..n) into the trie, *i advancing: 0 all in, 1 the trie is full
+ * (with until_full; *i is the first not added), -1 with err. */
+static int add_static_sources(struct fg_maps *m, const struct fg_policy *p,
+			      const struct listed_source *want, size_t n, size_t *i,
+			      bool until_full, char *err, size_t errlen)
+{
+	struct fg_src_static v;
+
+	for (; *i < n; (*i)++) {
+		v.tenant_id = want[*i].owner;
+		if (!bpf_map_update_elem(m->src_tenant_fd, &want[*i].key, &v, BPF_ANY))
+			continue;
+		if (until_full && errno == ENOSPC)
+			return 1;
+		snprintf(err, errlen, "adding source of tenant %s to %s: %s",
+			 p->tenants[want[*i].owner].name, FG_MAP_NAME(FG_MAP_SRC_TENANT), strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
 static int apply_static_sources(struct fg_maps *m, const struct fg_policy *p, char *err,
 				size_t errlen)
 {
 	struct fg_lpm_key key, next;
-	struct fg_src_static v;
 	size_t n = 0, cap = 0;
-	struct fg_lpm_key *want = NULL;
-	uint32_t *owner = NULL;
+	struct listed_source *want = NULL;
+	struct fg_lpm_key *stale = NULL;
+	size_t n_stale = 0;
 	int rc = -1;
 
 	for (uint32_t i = 0; i < p->n_tenants; i++)
 		cap += p->tenants[i].n_sources;
 	if (cap) {
 		want = calloc(cap, sizeof(*want));
-		owner = calloc(cap, sizeof(*owner));
-		if (!want || !owner) {
+		if (!want) {
 			snprintf(err, errlen, "out of memory");
 			goto out;
 		}
 	}
 	for (uint32_t i = 0; i < p->n_tenants; i++) {
 		for (uint32_t s = 0; s < p->tenants[i].n_sources; s++) {
-			fg_lpm_key_from_cidr(&p->tenants[i].sources[s], &want[n]);
-			owner[n++] = i;
+			fg_lpm_key_from_cidr(&p->tenants[i].sources[s], &want[n].key);
+			want[n++].owner = i;
 		}
 	}
+	/* sorted, so that telling kept from stale is a search, not a scan: a
+	 * full trie of FG_MAP_MAX_STATIC is walked in O(n log n) */
+	if (n)
+		qsort(want, n, sizeof(*want), cmp_listed_source);
 	/* Add and update first, then remove what is gone: a reload never
-	 * leaves a moment where a still-listed source is unattributed. */
-	for (size_t i = 0; i < n; i++) {
-		v.tenant_id = owner[i];
-		if (bpf_map_update_elem(m->src_tenant_fd, &want[i], &v, BPF_ANY)) {
-			snprintf(err, errlen, "adding source of tenant %s to %s: %s",
-				 p->tenants[owner[i]].name, FG_MAP_NAME(FG_MAP_SRC_TENANT), strerror(errno));
-			goto out;
-		}
+	 * leaves a moment where a still-listed source is unattributed. Only
+	 * when the old and the new sources do not fit in the trie side by
+	 * side (each fits alone) do the ones that did not fit wait for the
+	 * removal. */
+	size_t added = 0;
+	int full = add_static_sources(m, p, want, n, &added, true, err, errlen);
+	if (full < 0)
+		goto out;
+	/* The stale ones are collected in one walk and deleted after it:
+	 * deleting from an LPM trie mid-walk can reorder the walk. */
+	stale = calloc(FG_MAP_MAX_STATIC, sizeof(*stale));
+	if (!stale) {
+		snprintf(err, errlen, "out of memory");
+		goto out;
 	}
-	for (int more = !bpf_map_get_next_key(m->src_tenant_fd, NULL, &key); more;) {
-		bool keep = false;
+	for (int more = !bpf_map_get_next_key(m->src_tenant_fd, NULL, &key);
+	     more && n_stale < FG_MAP_MAX_STATIC; key = next) {
+		struct listed_source probe = { .key = key };
 
 		more = !bpf_map_get_next_key(m->src_tenant_fd, &key, &next);
-		for (size_t i = 0; i < n && !keep; i++)
-			keep = !memcmp(&want[i], &key, sizeof(key));
-		if (!keep && bpf_map_delete_elem(m->src_tenant_fd, &key) && errno != ENOENT) {
+		if (!n || !bsearch(&probe, want, n, sizeof(*want), cmp_listed_source))
+			stale[n_stale++] = key;
+	}
+	for (size_t i = 0; i < n_stale; i++) {
+		if (bpf_map_delete_elem(m->src_tenant_fd, &stale[i]) && errno != ENOENT) {
 			snprintf(err, errlen, "removing a stale source from %s: %s",
 				 FG_MAP_NAME(FG_MAP_SRC_TENANT), strerror(errno));
 			goto out;
 		}
-		/* Deleting from an LPM trie can reorder the walk: restart it. */
-		if (!keep)
-			more = !bpf_map_get_next_key(m->src_tenant_fd, NULL, &next);
-		key = next;
 	}
+	if (full && add_static_sources(m, p, want, n, &added, false, err, errlen))
+		goto out;
 	rc = 0;
 out:
 	free(want);
-	free(owner);
+	free(stale);
 	return rc;
 }
 

@@ -401,7 +401,8 @@ static const struct fg_schema timeouts_schema = SCHEMA(timeouts_fields);
 
 /* `interfaces: auto` (wherever the default route of the agent's network
  * namespace goes: one ConfigMap for nodes whose NICs are named apart) or a
- * list of names. */
+ * list of names. The word may be quoted, as the other keywords may (`off`,
+ * the enums): JSON has no other way to write it. */
 static const struct fg_field interface_list =
 	LIST("interfaces", FG_K_IFACES, struct fg_agent, interfaces, n_interfaces, 0);
 
@@ -411,7 +412,7 @@ static int decode_interfaces(struct fg_pctx *c, const struct fg_ynode *v, void *
 	struct fg_agent *a = base;
 	char q[64];
 
-	if (v->type == FG_Y_SCALAR && v->plain && !strcmp(v->str, "auto")) {
+	if (v->type == FG_Y_SCALAR && v->len == 4 && !memcmp(v->str, "auto", 4)) {
 		a->interfaces_auto = true;
 		a->n_interfaces = 0;
 		return 0;

@@ -3,6 +3,7 @@
 #include "agent/ctl/ctl_agent.h"
 #include "agent/ctl/ctl_commands.h"
 
+#include <arpa/inet.h>
 #include <netinet/in.h>
 #include <stdio.h>
 #include <string.h>
@@ -17,6 +18,7 @@ static json_t *cmd_health(struct fg_agent_state *st, json_t *req, char *err, siz
 {
 	struct sockaddr_storage ss;
 	socklen_t len = sizeof(ss);
+	char addr[INET6_ADDRSTRLEN] = "";
 	int port = 0, family = 0;
 	(void)req;
 	(void)err;
@@ -25,15 +27,19 @@ static json_t *cmd_health(struct fg_agent_state *st, json_t *req, char *err, siz
 	if (st->proxy && st->proxy->listen_fd >= 0 &&
 	    !getsockname(st->proxy->listen_fd, (struct sockaddr *)&ss, &len)) {
 		if (ss.ss_family == AF_INET) {
-			port = ntohs(((struct sockaddr_in *)&ss)->sin_port);
+			const struct sockaddr_in *in4 = (const struct sockaddr_in *)&ss;
+			port = ntohs(in4->sin_port);
 			family = 4;
+			inet_ntop(AF_INET, &in4->sin_addr, addr, sizeof(addr));
 		} else if (ss.ss_family == AF_INET6) {
-			port = ntohs(((struct sockaddr_in6 *)&ss)->sin6_port);
+			const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)&ss;
+			port = ntohs(in6->sin6_port);
 			family = 6;
+			inet_ntop(AF_INET6, &in6->sin6_addr, addr, sizeof(addr));
 		}
 	}
-	return json_pack("{s:b, s:i, s:i, s:s, s:b, s:b}", "proxy", port != 0, "listen_port", port,
-			 "listen_family", family, "mode",
+	return json_pack("{s:b, s:i, s:i, s:s, s:s, s:b, s:b}", "proxy", port != 0, "listen_port",
+			 port, "listen_family", family, "listen_address", addr, "mode",
 			 st->policy->agent.mode == FG_MODE_TRANSPARENT ? "transparent" : "front",
 			 "kernel_enforcement", st->kernel != NULL, "steering",
 			 fg_kernel_steering(st));

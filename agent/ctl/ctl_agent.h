@@ -1,9 +1,9 @@
 /* ctl_agent.h — the control socket's view of the agent itself:
  *   health   {"proxy": bool, "listen_port": N, "listen_family": 4|6,
- *            "mode", "kernel_enforcement", "steering"}: answered on the
- *            event loop, so an answer means the loop runs (liveness), and
- *            it names where the proxy accepts (readiness, fairgatectl
- *            health --ready).
+ *            "listen_address", "mode", "kernel_enforcement", "steering"}:
+ *            answered on the event loop, so an answer means the loop runs
+ *            (liveness), and it names where the proxy accepts (readiness,
+ *            fairgatectl health --ready).
  * and the pieces of `status` about gate's interfaces, the policy watch and
  * why kernel enforcement is off. */
 #ifndef FAIRGATE_CTL_AGENT_H

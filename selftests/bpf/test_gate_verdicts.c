@@ -3,7 +3,8 @@
  * other flags, other ports, non-TCP, unattributed sources and ended
  * windows, every truncation of four frame shapes, fragments and bad header
  * lengths, learned and shared sources, the allowance, overload by tier, a
- * policy reload that moves tenants by name, and a differential fuzz
+ * policy reload that moves tenants by name, one between two policies that
+ * each fill the source trie, and a differential fuzz
  * against a reference judge written here in plain C. Fixture:
  * gate_fixture.h. */
 #include "selftests/bpf/gate_fixture.h"
@@ -344,6 +345,60 @@ static void policy_reload_keeps_state_by_name(void **state)
 	free(p);
 }
 
+/* Every tenant with all its CIDRs, none shared with generation gen's
+ * others: 10.(100 + gen).X.Y/32, together the whole source trie. */
+static void fill_sources(struct fg_policy *p, int gen)
+{
+	char addr[32];
+
+	make_policy(p);
+	p->n_tenants = FG_MAX_TENANTS;
+	for (uint32_t t = 0; t < FG_MAX_TENANTS; t++) {
+		struct fg_tenant *tn = &p->tenants[t];
+
+		memset(tn, 0, sizeof(*tn));
+		snprintf(tn->name, FG_NAME_MAX, "t%04u", t);
+		tn->id = t;
+		tn->units_per_s = 1000;
+		tn->burst_s = 60;
+		for (uint32_t s = 0; s < FG_MAX_SOURCES; s++) {
+			uint32_t k = t * FG_MAX_SOURCES + s;
+			snprintf(addr, sizeof(addr), "10.%d.%u.%u", 100 + gen, k >> 8, k & 255);
+			add_cidr(tn, AF_INET, addr, 32);
+		}
+	}
+}
+
+/* A reload from one policy that fills the source trie to another that
+ * does, with no CIDR in common: old and new do not fit side by side, and
+ * the reload still succeeds, leaving exactly the new policy's. */
+static void reload_between_full_source_lists(void **state)
+{
+	(void)state;
+	char err[256];
+	struct fg_policy *p = calloc(1, sizeof(*p));
+	struct fg_lpm_key key, next;
+	uint32_t n = 0;
+
+	assert_non_null(p);
+	_Static_assert(FG_MAX_TENANTS * FG_MAX_SOURCES == FG_MAP_MAX_STATIC, "the trie, full");
+	for (int gen = 1; gen <= 2; gen++) {
+		fill_sources(p, gen);
+		if (fg_maps_apply_policy(&maps, p, err, sizeof(err)))
+			fail_msg("policy %d (%d CIDRs): %s", gen, FG_MAP_MAX_STATIC, err);
+	}
+	for (int more = !bpf_map_get_next_key(maps.src_tenant_fd, NULL, &key); more;
+	     more = !bpf_map_get_next_key(maps.src_tenant_fd, &key, &next), key = next)
+		n++;
+	ASSERT_EQ(n, FG_MAP_MAX_STATIC);
+	struct spec last = { .src = "10.102.63.255", .dst = "10.0.0.1" };
+	struct spec gone = { .src = "10.101.63.255", .dst = "10.0.0.1" };
+	deny(FG_MAX_TENANTS - 1, FG_VERDICT_SHED, 60 * S_NS);
+	ASSERT_VERDICT(&last, XDP_TX);
+	ASSERT_VERDICT(&gone, XDP_PASS);
+	free(p);
+}
+
 /* ---- differential fuzz ---- */
 
 /* The rules of gate.bpf.c restated independently: what must happen to a
@@ -523,6 +578,7 @@ int main(void)
 		cmocka_unit_test_setup(allowance_then_shed, gate_reset),
 		cmocka_unit_test_setup(overload_sheds_low_tiers, gate_reset),
 		cmocka_unit_test_setup(policy_reload_keeps_state_by_name, gate_reset),
+		cmocka_unit_test_setup(reload_between_full_source_lists, gate_reset),
 		cmocka_unit_test_setup(fuzz_matches_reference, gate_reset),
 	};
 

@@ -7,7 +7,8 @@
 # takes a restart changes nothing and is reported once, the next good one
 # applies); unrelated events re-apply nothing; --no-watch turns it off.
 # Also the probes (`fairgatectl health`: live means the event loop answers
-# in time, so a stopped agent fails it; --ready means the proxy accepts)
+# in time, so a stopped agent fails it; --ready means the proxy accepts,
+# at the address it is bound to when that is not every address)
 # and --metrics-address (the node's address, nothing else).
 source "$(dirname "$0")/deploy_env.inc"
 need_root "the policy watch: namespaces"
@@ -28,12 +29,12 @@ chmod 600 "$TMP/salt.key"
 mkdir -p "$TMP/policy" "$TMP/tenants"
 hash() { printf %s "$1" | sha256sum | cut -d' ' -f1; }
 
-policy() { # BURST_S [LISTEN_PORT]
+policy() { # BURST_S [LISTEN_PORT [LISTEN_HOST]]
 	cat <<EOF
 tiers:
   standard: {weight: 1, max_context: 32768, kv_cap_tokens: 131072, burst_s: $1, max_queue_s: 30}
 agent:
-  listen: 0.0.0.0:${2:-8000}
+  listen: ${3:-0.0.0.0}:${2:-8000}
   engine: 127.0.0.1:8001
   metrics_listen: 127.0.0.1:9464
   salt_secret_file: $TMP/salt.key
@@ -169,5 +170,13 @@ expect_eq "status: the watch is off" "$(watch .on)" false
 { echo "tenants:"; tenant alpha; tenant delta; } | kubelet_write "$TMP/tenants" tenants.yaml
 sleep 0.6
 expect_eq "... an edit is not applied" "$(chat sk-delta)" 401
+stop_agent
+
+# ---- readiness of a proxy bound to one address ----
+policy 10 8000 $NODE | kubelet_write "$TMP/policy" policy.yaml
+check "fairgated starts with agent.listen $NODE:8000" start_agent
+expect_eq "... it serves there" "$(chat sk-alpha)" 200
+out=$(ip netns exec "$NS" "$FG_BUILD/fairgatectl" health --ready 2>&1); rc=$?
+check "readiness probes the listener's own address, not loopback (rc $rc: $out)" test $rc -eq 0
 stop_agent
 exit 0

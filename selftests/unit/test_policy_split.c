@@ -4,8 +4,8 @@
  * errors name the file and line they are in (a tenant's error the tenants
  * file, a tier's the policy file, a clash between the two files the one
  * the later tenant is in); either file holding what belongs in the other
- * is refused; `auto` and a list are told apart, and anything else is an
- * error naming both forms. */
+ * is refused; `auto` (bare or quoted, as JSON writes it) and a list are
+ * told apart, and anything else is an error naming both forms. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -162,8 +162,22 @@ static void test_interfaces_auto(void **state)
 	free(p);
 	expect_error(POLICY "agent:\n  interfaces: automatic\n", "tenants: []\n", "policy.yaml", 4, 15,
 		     "agent.interfaces must be auto or a list of interface names, got 'automatic'");
-	expect_error(POLICY "agent:\n  interfaces: \"auto\"\n", "tenants: []\n", "policy.yaml", 4, 15,
-		     "agent.interfaces must be auto or a list");
+	/* quoted too, as JSON must write it; but the whole word only */
+	p = malloc(sizeof(*p));
+	assert_non_null(p);
+	assert_int_equal(parse2(POLICY "agent:\n  interfaces: \"auto\"\n", "tenants: []\n", p, &err), 0);
+	assert_true(p->agent.interfaces_auto);
+	static const char json[] =
+		"{\"tiers\": {\"std\": {\"weight\": 1, \"max_context\": 4096, \"kv_cap_tokens\": 65536, "
+		"\"burst_s\": 10}}, \"tenants\": [], \"agent\": {\"interfaces\": \"auto\"}}";
+	memset(p, 0, sizeof(*p));
+	assert_int_equal(fg_policy_parse_buffer(json, strlen(json), "policy.json", p, &err), 0);
+	assert_true(p->agent.interfaces_auto);
+	free(p);
+	expect_error(POLICY "agent:\n  interfaces: \"auto\\0\"\n", "tenants: []\n", "policy.yaml", 4,
+		     15, "agent.interfaces must be auto or a list");
+	expect_error(POLICY "agent:\n  interfaces: \"auto \"\n", "tenants: []\n", "policy.yaml", 4,
+		     15, "agent.interfaces must be auto or a list");
 	expect_error(POLICY "agent:\n  interfaces: [auto, auto]\n", "tenants: []\n", "policy.yaml", 4,
 		     22, "interface auto is listed twice");
 	expect_error(POLICY "agent:\n  interfaces: {eth0: 1}\n", "tenants: []\n", "policy.yaml", 4, 15,
