@@ -9,7 +9,9 @@
 # per-tenant table refreshes every second (share of replica time billed,
 # queued, KV reserved, 429s, kernel sheds); at the end a summary and the
 # virtual-time scenario table (fg-scenarios: the same gateway code against
-# the simulator's engine model).
+# the simulator's engine model). Last, the fleet (agent.fleet): three nodes
+# and a Redis, one tenant's contract held fleet-wide while its load moves
+# from 33/33/33 to 80/10/10 (FG_DEMO_FLEET=0 skips it).
 #
 # Only the agent block is rewritten (addresses inside the namespaces) and
 # initech's burst is cut to 5 s so its limit shows within seconds.
@@ -28,12 +30,12 @@ PIDS=()
 cleanup() {
 	for p in "${PIDS[@]}"; do kill -TERM "$p" 2>/dev/null; done
 	for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null; done
-	ip netns del "$SNS" 2>/dev/null
-	ip netns del "$CNS" 2>/dev/null
+	for ns in "$SNS" "$CNS" "${FLEET_NS[@]}"; do ip netns del "$ns" 2>/dev/null; done
 	rm -rf "$TMP" "$PIN"
 }
 trap cleanup EXIT
-cleanup_stale() { ip netns del "$SNS" 2>/dev/null; ip netns del "$CNS" 2>/dev/null; rm -rf "$PIN"; }
+FLEET_NS=(fgt-demo-fh fgt-demo-f1 fgt-demo-f2 fgt-demo-f3)
+cleanup_stale() { for ns in "$SNS" "$CNS" "${FLEET_NS[@]}"; do ip netns del "$ns" 2>/dev/null; done; rm -rf "$PIN"; }
 cleanup_stale
 mount | grep -q 'on /sys/fs/bpf type bpf' || mount -t bpf bpf /sys/fs/bpf
 
@@ -188,3 +190,116 @@ if [ -x "$BUILD/fg-scenarios" ]; then
 	echo "== the same gateway code in virtual time against the engine model (build/fg-scenarios) =="
 	"$BUILD/fg-scenarios"
 fi
+
+[ "${FG_DEMO_FLEET:-1}" != 0 ] || exit 0
+if ! command -v redis-server >/dev/null; then
+	echo; echo "(fleet phase skipped: redis-server missing; scripts/deps.sh installs it)"; exit 0
+fi
+# Phase 3: the fleet. Three nodes (fairgate-sim + fairgated each, in their own
+# namespaces) and a Redis in a hub namespace with the client. One tenant,
+# acme, has 3000 units/s for the whole fleet (agent.fleet, period_s 1); its
+# load, ~1.5x that, is spread evenly and then moves to 80/10/10. Every node
+# admits from its own bucket; the buckets hold leases from the fleet bucket.
+echo
+echo "== phase 3: the fleet: acme's 3000 units/s held across three nodes and a Redis =="
+FH=${FLEET_NS[0]} FNET=10.254.9 FREDIS=10.254.9.254
+ip netns add "$FH" || exit 1
+ip -n "$FH" link set lo up
+ip -n "$FH" link add flbr type bridge && ip -n "$FH" link set flbr up
+ip -n "$FH" addr add $FREDIS/24 dev flbr
+head -c 24 /dev/urandom | base64 >"$TMP/redis.pass"
+chmod 600 "$TMP/redis.pass"
+mkdir -p "$TMP/redis"
+(cd "$TMP/redis" && exec ip netns exec "$FH" redis-server --bind $FREDIS --port 6379 --dir "$TMP/redis" \
+	--save '' --appendonly no --pidfile '' --requirepass "$(cat "$TMP/redis.pass")" --daemonize no) \
+	>"$TMP/redis.log" 2>&1 &
+PIDS+=($!)
+hash() { printf %s "$1" | sha256sum | cut -d' ' -f1; }
+for i in 1 2 3; do
+	ns=${FLEET_NS[$i]}
+	ip netns add "$ns" || exit 1
+	ip -n "$ns" link set lo up
+	ip link add fl-n netns "$ns" type veth peer name "fl-h$i" netns "$FH"
+	ip -n "$FH" link set "fl-h$i" master flbr up
+	ip -n "$ns" link set fl-n up
+	ip -n "$ns" addr add "$FNET.$i/24" dev fl-n
+	cat >"$TMP/fleet$i.yaml" <<EOF
+tiers:
+  standard: {weight: 1, max_context: 32768, burst_s: 1, max_queue_s: 30, default_max_tokens: 16}
+tenants:
+  - {name: acme, tier: standard, units_per_s: 3000, keys: ["sha256:$(hash sk-acme-demo)"]}
+agent:
+  listen: 0.0.0.0:8000
+  engine: 127.0.0.1:8001
+  metrics_listen: 127.0.0.1:9464
+  peak_window_s: 4
+  fleet: {redis: "$FREDIS:6379", node: node$i, period_s: 1, password_file: $TMP/redis.pass}
+EOF
+	ip netns exec "$ns" "$BUILD/fairgate-sim" --policy "$TMP/fleet$i.yaml" --listen 127.0.0.1:8001 \
+		--speedup 0 >"$TMP/fsim$i.log" 2>&1 &
+	PIDS+=($!)
+done
+for _ in $(seq 100); do
+	ip netns exec "$FH" redis-cli --no-auth-warning -h $FREDIS -a "$(cat "$TMP/redis.pass")" PING 2>/dev/null |
+		grep -q PONG && break
+	sleep 0.1
+done
+for i in 1 2 3; do
+	ip netns exec "${FLEET_NS[$i]}" "$BUILD/fairgated" --policy "$TMP/fleet$i.yaml" --ctl "$TMP/fctl$i.sock" \
+		--no-bpf >"$TMP/fagent$i.log" 2>&1 &
+	PIDS+=($!)
+done
+for i in 1 2 3; do
+	for _ in $(seq 150); do
+		ip netns exec "${FLEET_NS[$i]}" bash -c 'exec 3<>/dev/tcp/127.0.0.1/8000' 2>/dev/null && break
+		sleep 0.1
+	done
+	grep -m1 "the store answers" "$TMP/fagent$i.log" | sed "s/^/  node$i: /"
+done
+fmetric() { # I NAME
+	ip netns exec "${FLEET_NS[$1]}" curl -sS --max-time 2 http://127.0.0.1:9464/metrics |
+		awk -v m="$2" '$1 == m { v = $2 } END { print v + 0 }'
+}
+fload() { # I REQ_PER_S SECS
+	ip netns exec "$FH" "$BUILD/fg-load" --target "$FNET.$1:8000" --duration "$3" --drain 5 --connections 16 \
+		--tenant "acme:sk-acme-demo:$2:400:16" >"$TMP/fload$1.$2.json" 2>/dev/null &
+	PIDS+=($!)
+}
+ACME_UNITS='fairgate_tenant_units_total{tenant="acme"}'
+ACME_LEASE='fairgate_fleet_tenant_rate_units_per_second{tenant="acme"}'
+billed() { echo "$(fmetric 1 "$ACME_UNITS") $(fmetric 2 "$ACME_UNITS") $(fmetric 3 "$ACME_UNITS")"; }
+# one line a second: units/s admitted per node and fleet-wide, and each
+# node's lease (the rate its bucket refills at, from the fleet bucket)
+watch_fleet() { # SECS PHASE
+	local prev now t0 t1 t
+	prev=$(billed) t0=$(date +%s.%N)
+	for t in $(seq "$1"); do
+		sleep 1
+		now=$(billed) t1=$(date +%s.%N)
+		printf '%s\n%s\n' "$prev" "$now" | awk -v t0="$t0" -v t1="$t1" -v t="$t" -v ph="$2" \
+			-v l1="$(fmetric 1 "$ACME_LEASE")" -v l2="$(fmetric 2 "$ACME_LEASE")" -v l3="$(fmetric 3 "$ACME_LEASE")" '
+			NR == 1 { split($0, a) } NR == 2 { dt = t1 - t0; s = 0
+				for (i = 1; i <= 3; i++) { d[i] = ($i - a[i]) / dt; s += d[i] }
+				printf "%-8s t=%ds  units/s admitted: node1 %5.0f  node2 %5.0f  node3 %5.0f  fleet %5.0f (%3.0f%%)  leases %4.0f %4.0f %4.0f\n",
+					ph, t, d[1], d[2], d[3], s, s / 30, l1, l2, l3
+				printf "%s %d %.1f %.1f %.3f\n", ph, t, s, s * dt, dt > "/dev/stderr" }' 2>>"$TMP/fleet.watch"
+		prev=$now t0=$t1
+	done
+}
+echo "acme offers ~4500 units/s, 1.5x its fleet contract: 11.5 req/s at each node, then 27.6/3.45/3.45"
+echo "(fleet: % of the 3000 contract; leases: what each node's bucket refills at, in units/s)"
+echo "(the first second spends the fleet's burst: 1 s of the contract)"
+fleet_phase() { # NAME RATE1 RATE2 RATE3
+	fload 1 "$2" 9; fload 2 "$3" 9; fload 3 "$4" 9
+	watch_fleet 8 "$1"
+	for _ in 1 2 3; do wait "${PIDS[-1]}" 2>/dev/null; unset 'PIDS[-1]'; done
+}
+fleet_phase 33/33/33 11.5 11.5 11.5
+fleet_phase 80/10/10 27.6 3.45 3.45
+# per phase: what the fleet admitted against one bucket of the contract
+# (its rate over the phase plus its 3000-unit depth, which refills whenever
+# the fleet admits less than the contract: before the load, in a shift)
+awk '{ u[$1] += $4; t[$1] += $5 } END { for (p in u) printf "%s: the fleet admitted %.0f units in %.1f s, %.0f units/s (contract 3000; one bucket allows %.0f)\n", p, u[p], t[p], u[p] / t[p], 3000 * t[p] + 3000 }' \
+	"$TMP/fleet.watch" | sort -r
+echo
+"$BUILD/fairgatectl" fleet --ctl "$TMP/fctl1.sock"

@@ -27,6 +27,15 @@ need_manifest_checker "the manifests against the Kubernetes API schema"
 out=$(manifest_check "${MANIFESTS[@]}" 2>&1); rc=$?
 check "the shipped manifests pass the schema and the rules ($out)" test $rc -eq 0
 
+# the fleet block the ConfigMap ships commented out is valid once uncommented
+rm -rf "$tmp/d"; cp -r "$FG_ROOT/deploy" "$tmp/d"
+sed -i 's/^      #fleet:/      fleet:/; s/^      #  \([a-z_]*:\)/        \1/' "$tmp/d/daemonset.yaml"
+check "the ConfigMap's agent.fleet block is there to uncomment" grep -q '^      fleet:' "$tmp/d/daemonset.yaml"
+out=$(manifest_check "$tmp/d/daemonset.yaml" "$tmp/d/vllm.yaml" "$tmp/d/redis.yaml" 2>&1); rc=$?
+check "with agent.fleet uncommented the manifests still pass ($out)" test $rc -eq 0
+check "uncommented, agent.fleet points at deploy/redis.yaml's Service" \
+	grep -q '^        redis: fairgate-redis.fairgate.svc.cluster.local:6379' "$tmp/d/daemonset.yaml"
+
 # broken NAME FILE SED WANT — a copy of deploy/ with one edit; the checker
 # must refuse it (exit 1) with a line matching WANT.
 broken() {
@@ -38,7 +47,7 @@ broken() {
 		tap_fail "broken: $name" "the edit '$edit' changed nothing in $file"
 		return
 	fi
-	out=$(FG_UNIT=$tmp/d/fairgate.service manifest_check "$tmp/d/daemonset.yaml" "$tmp/d/vllm.yaml" 2>&1); rc=$?
+	out=$(FG_UNIT=$tmp/d/fairgate.service manifest_check "$tmp/d/daemonset.yaml" "$tmp/d/vllm.yaml" "$tmp/d/redis.yaml" 2>&1); rc=$?
 	if [ $rc -eq 1 ] && grep -qE -- "$want" <<<"$out"; then
 		tap_ok "broken: $name is refused: $(grep -m1 -E -- "$want" <<<"$out")"
 	else
@@ -100,4 +109,6 @@ broken "vLLM with an API key" vllm.yaml 's/"--enable-prompt-tokens-details",/"--
 	'no --api-key'
 broken "the systemd unit with CAP_SYS_ADMIN again" fairgate.service 's/^AmbientCapabilities=.*/& CAP_SYS_ADMIN/' \
 	'AmbientCapabilities=CAP_BPF CAP_NET_ADMIN CAP_PERFMON CAP_SYS_ADMIN != fairgated --capabilities'
+broken "redis.yaml is checked too: a Deployment's field in its StatefulSet" redis.yaml 's/^  serviceName: fairgate-redis/  minReadySeconds: 0\n  strategy: {type: Recreate}/' \
+	'StatefulSet/fairgate-redis: .*/strategy: unknown field'
 exit 0

@@ -135,6 +135,12 @@ mount_flags() { # mounts JSON
 			src=${VOLDIR[ConfigMap/$(jq -r .configMap <<<"$m")]:-}
 		elif [ "$(jq -r '.secret // empty' <<<"$m")" ]; then
 			src=${VOLDIR[Secret/$(jq -r .secret <<<"$m")]:-}
+			# an optional Secret the manifests do not ship (agent.fleet's
+			# password): the kubelet mounts it empty until it exists
+			if [ -z "$src" ] && [ "$(jq -r .optional <<<"$m")" = true ]; then
+				src=$TMP/volumes/optional-$(jq -r .secret <<<"$m")
+				mkdir -p "$src"
+			fi
 		fi
 		[ -n "${src:-}" ] || { echo "the test has no node directory for $m" >&2; return 1; }
 		case $prop in

@@ -292,7 +292,7 @@ function describe(all) {
 	const mounts = (k) => (k.volumeMounts || []).map((m) => {
 		const v = (pod.volumes || []).find((x) => x.name === m.name) || {};
 		const src = v.hostPath ? { hostPath: v.hostPath.path } : v.configMap ? { configMap: v.configMap.name }
-			: v.secret ? { secret: v.secret.secretName } : { other: true };
+			: v.secret ? { secret: v.secret.secretName, optional: !!v.secret.optional } : { other: true };
 		return { mountPath: m.mountPath, readOnly: !!m.readOnly, propagation: m.mountPropagation || 'None', ...src };
 	});
 	const files = {};
