@@ -85,10 +85,22 @@ void scn_context_share(struct fg_policy *p, struct scn_config *cfg,
 	 * units (0) and 1,000 + 199 x 2.55 = 1,506 (1); flat, 16,619 and
 	 * 1,619. Both queues stay full (requests time out in them), so the
 	 * fair queue alone decides; outputs are short enough that the KV
-	 * ledger never does (a head blocked on KV is skipped, which would
-	 * hand its turn to the tenant with the smaller requests). */
+	 * ledger never binds (scn_kv_bound_share is the case where it does). */
 	add_load(cfg, 0, 1.5, 0, 0, 16000, 200);
 	add_load(cfg, 1, 12, 0, 0, 1000, 200);
+}
+
+void scn_kv_bound_share(struct fg_policy *p, struct scn_config *cfg)
+{
+	scn_context_share(p, cfg, FG_OUTPUT_CONTEXT);
+	/* 1,000-token outputs reserve 17,000 and 2,000 tokens of KV a request,
+	 * and the tier's cap is above the node's pool, so what the node can
+	 * reserve binds before the fair queue's turn: a head waiting for the
+	 * node's KV must hold the others, or the small requests take what
+	 * frees up and the large ones wait for ever. */
+	p->tiers[0].kv_cap_tokens = 2 * p->replica.kv_pool_tokens;
+	for (uint32_t i = 0; i < cfg->n_loads; i++)
+		cfg->loads[i].max_tokens = 1000;
 }
 
 void scn_long_context(struct fg_policy *p, struct scn_config *cfg, bool kv_isolation)

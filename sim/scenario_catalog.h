@@ -21,6 +21,11 @@ void scn_fair_share(struct fg_policy *p, struct scn_config *cfg, enum fg_meterin
 void scn_context_share(struct fg_policy *p, struct scn_config *cfg,
 		       enum fg_output_pricing pricing);
 
+/* The same with 1,000-token outputs and tier KV caps above the node's pool,
+ * so the node's reservable KV binds: the fair queue must still divide the
+ * replica equally. */
+void scn_kv_bound_share(struct fg_policy *p, struct scn_config *cfg);
+
 /* Tenant 0 sends ~120K-token contexts (the seed's "one 128K request holds
  * 20% of the pool"), tenant 1 ordinary chat. kv_isolation on/off. */
 void scn_long_context(struct fg_policy *p, struct scn_config *cfg, bool kv_isolation);

@@ -24,6 +24,8 @@ int scn_report_run(struct scn_report *r)
 	rc |= scn_run(&cfg, &r->ctx_priced);
 	scn_context_share(p, &cfg, FG_OUTPUT_FLAT);
 	rc |= scn_run(&cfg, &r->ctx_flat);
+	scn_kv_bound_share(p, &cfg);
+	rc |= scn_run(&cfg, &r->kv_bound);
 
 	scn_long_context(p, &cfg, true);
 	rc |= scn_run(&cfg, &r->long_kv_on);
@@ -71,6 +73,10 @@ void scn_report_print_markdown(const struct scn_report *r, FILE *out)
 		     "L %.1f%% / S %.1f%%: L takes %.2fx S's replica time |\n",
 		100 * scn_share(&r->ctx_flat, 0), 100 * scn_share(&r->ctx_flat, 1),
 		ratio(scn_share(&r->ctx_flat, 0), scn_share(&r->ctx_flat, 1)));
+	fprintf(out, "| fair queue, the node's KV binding | same load priced by context, "
+		     "1,000-token outputs, tier KV caps above the node's pool | "
+		     "L %.1f%% / S %.1f%% of replica time |\n",
+		100 * scn_share(&r->kv_bound, 0), 100 * scn_share(&r->kv_bound, 1));
 	fprintf(out, "| long contexts, KV caps on | tenant L sends 120K-token prompts (0.5/s), "
 		     "chat tenant C 1,000 in / 200 out at 4/s | C: %llu preemptions, TPOT %.1f ms "
 		     "(alone: %.1f ms); L: %llu preemptions |\n",

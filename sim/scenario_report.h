@@ -12,6 +12,8 @@ struct scn_report {
 	/* equal outputs, the fair queue deciding: 16K-token (0) vs 1K-token
 	 * prompts (1), output priced by context and flat */
 	struct scn_result ctx_priced, ctx_flat;
+	/* the same, 1,000-token outputs, the node's KV binding */
+	struct scn_result kv_bound;
 	/* long contexts: 120K-token tenant (0) vs chat (1) */
 	struct scn_result long_kv_on, long_kv_off, long_chat_alone;
 	/* burst: steady victim (0) vs 300-request burst (1) */

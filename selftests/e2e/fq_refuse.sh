@@ -13,13 +13,26 @@
 # queue too, so the refuser always went first and each of its dispatches held
 # the window while the engine parsed it: the normal tenant got 2 of 8
 # requests done and the rest timed out.
+#
+# The limits (max_context and the sim's --max-model-len 600,000) are far from
+# the refuser's 100,000 tokens on purpose: near a limit the gateway asks the
+# engine's /tokenize for an exact count before admission, outside the fair
+# queue and the window, and fairgate-sim answers it on the one thread that
+# also runs its engine steps (a 400 KB /tokenize body takes it ~40 ms to load
+# in the ASan build). With max_context 131,072 every refusal cost the sim
+# that as well, and the normal tenant's streams ran 4x slower (152 against
+# 671 requests in 20 s) because the simulator's thread was busy, not because
+# of the fair queue; vLLM loads and tokenizes in its API server, apart from
+# the engine core. What that /tokenize costs the engine is a known gap
+# (README); this test checks that the gateway does not let refusals stall a
+# neighbour, and that no /tokenize was asked.
 source "$(dirname "$0")/fq_env.inc"
 
 fq_netns refuse 27
-fq_policy '  standard: {weight: 1, max_context: 131072, kv_cap_tokens: 600000, burst_s: 60, max_queue_s: 20, priority: 0}' \
+fq_policy '  standard: {weight: 1, max_context: 600000, kv_cap_tokens: 600000, burst_s: 60, max_queue_s: 20, priority: 0}' \
 '  - {name: normal, tier: standard, units_per_s: 100000, keys: ["KEY_A"], cache: shared}
   - {name: refuser, tier: standard, units_per_s: 100000, keys: ["KEY_B"], cache: shared}'
-px_start_sim --max-num-seqs 32
+px_start_sim --max-num-seqs 32 --max-model-len 600000
 px_start_agent
 
 normal() { # OUT
@@ -40,6 +53,8 @@ alone=$(n alone 'status["200"] // 0') beside=$(n beside 'status["200"] // 0')
 p50a=$(n alone latency_ms.p50) p50b=$(n beside latency_ms.p50)
 refused=$(n refuser 'status["404"] // 0') timed_out=$(n refuser 'status["429"] // 0')
 served=$(tenant_field refuser served_units) billed=$(tenant_field refuser units_billed)
+tokenized=$(ip netns exec "$PX_SNS" curl -sS --max-time 5 http://127.0.0.1:9464/metrics |
+	awk 'index($1, "fairgate_tokenize_requests_total{") == 1 { s += $2 } END { print s + 0 }')
 limit=$(sched engine_window.waiting_limit)
 [ "$limit" = null ] && limit=8
 maxw=$(fq_max "$PX_TMP/waiting")
@@ -57,5 +72,6 @@ expect_eq "the refuser is billed nothing" "$billed" 0
 check "the fair queue charged each refusal its ~100,000-token prompt ($served >= $refused x 90000)" \
 	float_le "$(awk -v r="$refused" 'BEGIN { print r * 90000 }')" "$served"
 check "the engine's waiting queue stayed at or under $limit (max $maxw)" float_le "$maxw" "$limit"
+expect_eq "no exact count was asked of the engine's /tokenize (see the top comment)" "$tokenized" 0
 check "no reservation left behind" no_leaked_reservations
 px_stop_agent_clean

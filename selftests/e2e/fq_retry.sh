@@ -13,10 +13,11 @@
 # spread (no 100 ms with more than a handful of retries), almost all are
 # admitted on their turn (truthful), every one is served with about one 429
 # each instead of hundreds, the limited tenant is billed about its contract,
-# and the normal tenant is served as it is alone. Before issue #20 every
-# client was told the refill of the next unit: all of them came back
-# together, one was admitted and the rest told ~1 ms (86,842 429s in 30 s
-# for 300 clients sending again after each answer).
+# the normal tenant is served as it is alone, and the engine's own queue
+# (vllm:num_requests_waiting, sampled every 100 ms) stays shallow. Before
+# issue #20 every client was told the refill of the next unit: all of them
+# came back together, one was admitted and the rest told ~1 ms (86,842 429s
+# in 30 s for 300 clients sending again after each answer).
 source "$(dirname "$0")/fq_env.inc"
 
 fq_netns retry 28
@@ -36,10 +37,15 @@ fq_wait_loads
 b0=$(tenant_field limited units_billed)
 fq_load "$PX_TMP/herd.json" --closed --connections 300 --requests 300 --duration 60 --drain 5 --timeout 60 \
 	--honor-retry-after --path /v1/completions --tenant "limited:$PX_KEY_A:0:400:32"
+fq_watch_waiting "$PX_TMP/waiting"
 sleep 8
 normal "$PX_TMP/beside.json"
 fq_wait_loads
+fq_unwatch
 b1=$(tenant_field limited units_billed)
+limit=$(sched engine_window.waiting_limit)
+[ "$limit" = null ] && limit=8
+maxw=$(fq_max "$PX_TMP/waiting")
 
 h() { jq -r ".tenants[0].$1" "$PX_TMP/herd.json"; }
 ok=$(h 'status["200"] // 0') r429=$(h 'status["429"] // 0') retries=$(h retries) again=$(h retries_refused)
@@ -51,6 +57,7 @@ p50a=$(n alone latency_ms.p50) p50b=$(n beside latency_ms.p50)
 echo "# herd of 300: $ok admitted, $r429 answered 429; $retries retries on their turn, $again of them refused again; at most $peak retries in one 100 ms"
 echo "# retry-after-ms told: p10 $p10, p50 $p50, p90 $p90 (max $(h retry_after_ms.max)); limited billed $rate units/s against 2000"
 echo "# normal alone: $alone served in 12 s, p50 $p50a ms; beside the herd: $beside, p50 $p50b ms"
+echo "# engine waiting max $maxw over $(fq_count "$PX_TMP/waiting") samples (limit $limit)"
 expect_eq "every client of the herd was served in the end" "$ok" 300
 check "about one 429 per client ($r429 <= 2 x 300)" test "$r429" -le 600
 check "the retry times are spread over seconds (p10 $p10 ms, p90 $p90 ms)" \
@@ -66,5 +73,6 @@ check "its median latency within 1.5x of alone ($p50b vs $p50a ms)" \
 	float_le "$p50b" "$(awk -v a="$p50a" 'BEGIN { print 1.5 * a }')"
 expect_eq "every request of the normal tenant answered 200" \
 	"$(jq -r '.tenants[0] | (.completed == (.status["200"] // 0))' "$PX_TMP/beside.json")" true
+check "the engine's waiting queue stayed at or under $limit (max $maxw)" float_le "$maxw" "$limit"
 check "no reservation left behind" no_leaked_reservations
 px_stop_agent_clean

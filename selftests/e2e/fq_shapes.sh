@@ -29,12 +29,7 @@ sleep 8 # both backlogged, the engine's batch full
 fq_watch_waiting "$PX_TMP/waiting"
 read -r p0 o0 < <(fq_billed prompts outputs)
 queued_p=$(tenant_field prompts queued) queued_o=$(tenant_field outputs queued)
-gap=0
-for _ in $(seq 40); do
-	sleep 1
-	g=$(pctl status --json | jq -r '[.tenants[].virtual_service_units] | (max - min)')
-	float_gt "$g" "$gap" && gap=$g
-done
+fq_gap_for 40
 read -r p1 o1 < <(fq_billed prompts outputs)
 fq_unwatch
 fq_wait_loads
