@@ -355,6 +355,18 @@ int sim_request_parse(enum sim_api api, const char *body, size_t len,
 	}
 	if (cap.truncate) {
 		uint32_t keep = cap.truncate < 0 ? lim->max_model_len : (uint32_t)cap.truncate;
+		uint64_t media = 0;
+		for (int m = 0; m < SIM_MM_N; m++)
+			media += r->media_tokens[m];
+		/* cutting into a media item's placeholder tokens leaves the
+		 * engine features it has no positions for: refused, not guessed */
+		if (media && keep < r->prompts[0].n && keep < media) {
+			sim_error_set(err, 400, "truncate_prompt_tokens",
+				      "truncate_prompt_tokens (%u) would cut into the prompt's %llu "
+				      "multimodal placeholder tokens.",
+				      keep, (unsigned long long)media);
+			goto fail;
+		}
 		for (uint32_t k = 0; k < r->n_prompts; k++) {
 			if (cap.keep_first && r->prompts[k].n > keep)
 				r->prompts[k].n = keep;
