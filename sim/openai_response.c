@@ -7,25 +7,12 @@
 #include <string.h>
 
 /* prompt_tokens_details as vLLM's --enable-prompt-tokens-details fills it:
- * cached tokens, and placeholder tokens by modality when there were any. */
+ * cached tokens only (media placeholders are not broken out). */
 static json_t *details_json(const struct sim_usage *u)
 {
-	json_t *d, *mm = NULL;
-
 	if (!u->details)
 		return json_null();
-	d = json_pack("{s:I}", "cached_tokens", (json_int_t)u->cached_tokens);
-	for (int m = 0; d && m < SIM_MM_N; m++) {
-		if (!u->media_tokens[m])
-			continue;
-		if (!mm)
-			mm = json_object();
-		json_object_set_new(mm, sim_modality_name((enum sim_modality)m),
-				    json_integer(u->media_tokens[m]));
-	}
-	if (d && mm)
-		json_object_set_new(d, "multimodal_tokens", mm);
-	return d;
+	return json_pack("{s:I}", "cached_tokens", (json_int_t)u->cached_tokens);
 }
 
 static json_t *usage_json(const struct sim_usage *u)
