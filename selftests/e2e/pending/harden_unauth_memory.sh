@@ -7,6 +7,7 @@
 # alive, keep its RSS within a budget above its baseline, and keep serving a
 # tenant with a key.
 source "$(dirname "$0")/harden_env.inc"
+hd_lean_asan
 
 HD_LIMIT=$((256 << 20)) HD_BUDGET_KB=$((64 << 10)) HD_CONNS=${HD_CONNS:-48}
 px_netns hdmem 150
