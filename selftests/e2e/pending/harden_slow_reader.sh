@@ -14,7 +14,8 @@
 # the KV reservation, the reservation and the in-flight count must be free,
 # the client's stream must have ended (the answer it gets is to be
 # documented), the tenant billed at most for what the engine produced, and
-# the agent's RSS not grown by more than a relay buffer's worth.
+# the agent's RSS not grown by more than a relay buffer's worth (this one
+# holds today: 1.2 MB in the -O2 build; ASan's allocator makes it ~10 MB).
 source "$(dirname "$0")/harden_env.inc"
 hd_lean_asan
 
@@ -54,7 +55,9 @@ check "the engine slot and the KV reservation are freed within 20 s of the slow 
 check "no reservation left behind" no_leaked_reservations
 check "the slow reader's stream has ended" grep -q '^eof' "$PX_TMP/slow.log"
 grown=$(( $(rss_kb "$PX_AGENT_PID") - base ))
-check "the agent's RSS grew by at most 8 MiB for the one slow stream (${grown} kB)" test "$grown" -le $((8 << 10))
+budget=4
+grep -qa __asan_init "$FG_BUILD/fairgated" && budget=16 # its allocator's size classes and redzones
+check "the agent's RSS grew by at most $budget MiB for the one slow stream (${grown} kB)" test "$grown" -le $((budget << 10))
 billed=$(metric 'fairgate_tenant_units_total{tenant="alpha"}')
 full=$(px_price 64 16000)
 check "alpha billed at most what 16,000 tokens cost (${billed:-?} <= $full)" float_le "${billed:-0}" "$full"
