@@ -15,6 +15,7 @@
 
 #include "agent/kernel/bucket_restore.h"
 #include "agent/fleet/fleet.h"
+#include "agent/http/engine_scrape.h"
 #include "agent/kernel/kernel.h"
 #include "agent/proxy/proxy.h"
 #include "agent/proxy/proxy_internal.h"
@@ -85,6 +86,24 @@ static void take_config(struct fg_proxy *px, const struct fg_policy *p)
 	px->max_body = a->max_body_bytes ? a->max_body_bytes : (8u << 20);
 }
 
+/* The engine's Authorization line from agent.engine_api_key_file, read
+ * again on every apply so a rotated key takes effect on reload. */
+static int load_engine_auth(const struct fg_agent *a, char out[FG_ENGINE_AUTH_MAX], char *err,
+			    size_t errlen)
+{
+	char key[FG_SECRET_LINE_MAX + 1];
+
+	out[0] = 0;
+	if (!a->engine_api_key_file[0])
+		return 0;
+	if (fg_secret_line_read(a->engine_api_key_file, "agent.engine_api_key_file", key, sizeof(key),
+				err, errlen) < 0)
+		return -1;
+	snprintf(out, FG_ENGINE_AUTH_MAX, "Authorization: Bearer %s\r\n", key);
+	explicit_bzero(key, sizeof(key));
+	return 0;
+}
+
 int fg_proxy_start(struct fg_agent_state *st, char *err, size_t errlen)
 {
 	const struct fg_agent *a = &st->policy->agent;
@@ -104,6 +123,8 @@ int fg_proxy_start(struct fg_agent_state *st, char *err, size_t errlen)
 	fg_link_init(&px->busy);
 	st->proxy = px;
 	take_config(px, st->policy);
+	if (load_engine_auth(a, px->engine_auth, err, errlen))
+		goto fail;
 
 	if (fg_pool_set(px, &px->engine, &a->engine)) {
 		snprintf(err, errlen, "agent.engine: '%s' is not a numeric address", a->engine.host);
@@ -153,26 +174,38 @@ fail:
 	return -1;
 }
 
-int fg_proxy_apply_policy(struct fg_agent_state *st, const struct fg_policy *p)
+int fg_proxy_apply_policy(struct fg_agent_state *st, const struct fg_policy *p, char *err,
+			  size_t errlen)
 {
 	struct fg_proxy *px = st->proxy;
 	struct sockaddr_storage ss;
 	socklen_t len;
 	const struct fg_hostport *lc = &p->agent.long_context_upstream;
+	char engine_auth[FG_ENGINE_AUTH_MAX];
 
 	if (!px)
 		return 0;
 	if (fg_hostport_sockaddr(&p->agent.engine, &ss, &len) ||
-	    (lc->host[0] && fg_hostport_sockaddr(lc, &ss, &len)))
+	    (lc->host[0] && fg_hostport_sockaddr(lc, &ss, &len))) {
+		snprintf(err, errlen, "agent.engine or agent.long_context.upstream is not a numeric address");
 		return -1;
-	if (fg_tenants_apply(&px->tenants, p))
+	}
+	if (load_engine_auth(&p->agent, engine_auth, err, errlen))
 		return -1;
+	if (fg_tenants_apply(&px->tenants, p)) {
+		explicit_bzero(engine_auth, sizeof(engine_auth));
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
 	/* nothing fails from here: the gateway follows tenants by name; a new
 	 * engine address lets connections in use finish and drops pooled ones */
 	const struct fg_policy *old = px->gw->policy;
 	fg_gw_reload(px->gw, p, fg_now_ns());
 	fg_fleet_apply_policy(px, p);
 	take_config(px, p);
+	memcpy(px->engine_auth, engine_auth, sizeof(engine_auth));
+	explicit_bzero(engine_auth, sizeof(engine_auth));
+	fg_engine_scrape_set_auth(px->scrape, px->engine_auth);
 	fg_pool_set(px, &px->engine, &p->agent.engine);
 	fg_pool_set(px, &px->long_pool, lc);
 	fg_sched_apply_policy(px, old, p);

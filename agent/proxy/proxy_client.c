@@ -765,7 +765,7 @@ static bool count_first(struct fg_client *c)
 		return false;
 	}
 	x->tok_started_ns = fg_now_ns();
-	x->tok = fg_tokenize_start(px->st->loop, fd, body, len, px->tokenize_ns, counted, c);
+	x->tok = fg_tokenize_start(px->st->loop, fd, px->engine_auth, body, len, px->tokenize_ns, counted, c);
 	free(body);
 	if (!x->tok) {
 		px->metrics.tokenize[FG_TOKENIZE_FAILED]++;

@@ -24,6 +24,7 @@
 #include "lib/buf.h"
 #include "lib/list.h"
 #include "lib/listen.h"
+#include "lib/secret_file.h"
 #include "agent/http/http_headers.h"
 #include "agent/http/engine_tokenize.h"
 #include "agent/http/http_request.h"
@@ -34,6 +35,7 @@
 #include "policy/gateway.h"
 
 #define FG_TENANT_HEADER "x-fairgate-tenant"
+#define FG_ENGINE_AUTH_MAX (FG_SECRET_LINE_MAX + sizeof("Authorization: Bearer \r\n"))
 #define FG_SWEEP_NS 100000000ull        /* timeout sweep period */
 #define FG_LINGER_NS 2000000000ull      /* drain a closing client this long */
 #define FG_CONNECT_TIMEOUT_NS 5000000000ull
@@ -186,6 +188,9 @@ struct fg_proxy {
 	/* from the policy, in ns / bytes */
 	uint64_t header_ns, body_ns, idle_ns, upstream_ns, tokenize_ns;
 	uint64_t max_body;
+	/* "Authorization: Bearer <agent.engine_api_key_file>\r\n", or "" when
+	 * the engine takes no key: the one Authorization the engine ever sees */
+	char engine_auth[FG_ENGINE_AUTH_MAX];
 
 	/* proxy_sched.c */
 	uint64_t pump_timer;      /* a dispatch pass is scheduled */
