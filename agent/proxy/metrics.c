@@ -240,6 +240,15 @@ char *fg_metrics_render(struct fg_proxy *px, size_t *len)
 
 	help(&o, "fairgate_unauthenticated_total", "counter", "Requests refused with 401.");
 	fg_buf_printf(&o, "fairgate_unauthenticated_total %llu\n", (unsigned long long)m->unauthenticated);
+	help(&o, "fairgate_buffered_bytes", "gauge",
+	     "Request body bytes the agent holds now, all clients together.");
+	fg_buf_printf(&o, "fairgate_buffered_bytes %llu\n", (unsigned long long)px->buffered);
+	help(&o, "fairgate_buffered_bytes_limit", "gauge",
+	     "agent.limits.max_buffered_bytes, or the default derived from the memory limit.");
+	fg_buf_printf(&o, "fairgate_buffered_bytes_limit %llu\n", (unsigned long long)px->max_buffered);
+	help(&o, "fairgate_over_budget_total", "counter",
+	     "Requests refused with 503 because their body would pass the buffered-bytes budget.");
+	fg_buf_printf(&o, "fairgate_over_budget_total %llu\n", (unsigned long long)m->over_budget);
 	help(&o, "fairgate_malformed_requests_total", "counter",
 	     "Requests refused before a tenant was known (bad HTTP, oversize, timeouts).");
 	fg_buf_printf(&o, "fairgate_malformed_requests_total %llu\n", (unsigned long long)m->malformed);

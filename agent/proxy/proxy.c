@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "agent/kernel/bucket_restore.h"
+#include "lib/cgroup_memory.h"
 #include "agent/fleet/fleet.h"
 #include "agent/http/engine_scrape.h"
 #include "agent/kernel/kernel.h"
@@ -21,6 +22,22 @@
 #include "agent/proxy/proxy_internal.h"
 
 #define ACCEPT_BATCH 64
+
+#define OVERLOAD_LOG_NS 1000000000ull
+
+void fg_overload_log(struct fg_proxy *px, const char *what)
+{
+	uint64_t now = fg_now_ns();
+
+	if (px->overload_log_ns && now - px->overload_log_ns < OVERLOAD_LOG_NS) {
+		px->overload_quiet++;
+		return;
+	}
+	fprintf(stderr, "fairgated: overload: refused past the %s (%" PRIu64 " more not logged since the last line)\n",
+		what, px->overload_quiet);
+	px->overload_log_ns = now;
+	px->overload_quiet = 0;
+}
 
 static void accept_cb(struct fg_loop *loop, int fd, uint32_t events, void *ctx)
 {
@@ -84,6 +101,10 @@ static void take_config(struct fg_proxy *px, const struct fg_policy *p)
 	px->upstream_ns = (uint64_t)(a->upstream_timeout_s * 1e9);
 	px->tokenize_ns = (uint64_t)(a->tokenize_timeout_s * 1e9);
 	px->max_body = a->max_body_bytes ? a->max_body_bytes : (8u << 20);
+	px->max_buffered = a->limits.max_buffered_bytes ? a->limits.max_buffered_bytes
+							: px->derived_buffered;
+	if (px->max_buffered < px->max_body)
+		px->max_buffered = px->max_body; /* the largest body allowed can always be held */
 }
 
 /* The engine's Authorization line from agent.engine_api_key_file, read
@@ -122,6 +143,9 @@ int fg_proxy_start(struct fg_agent_state *st, char *err, size_t errlen)
 	fg_pool_init(&px->long_pool, "long-context pool");
 	fg_link_init(&px->busy);
 	st->proxy = px;
+	uint64_t mem_limit = fg_cgroup_memory_limit_self();
+	px->derived_buffered = mem_limit ? (uint64_t)((double)mem_limit * FG_BUFFERED_SHARE_OF_LIMIT)
+					 : FG_BUFFERED_DEFAULT;
 	take_config(px, st->policy);
 	if (load_engine_auth(a, px->engine_auth, err, errlen))
 		goto fail;
@@ -162,6 +186,10 @@ int fg_proxy_start(struct fg_agent_state *st, char *err, size_t errlen)
 	char where[64];
 	fg_socket_desc(px->listen_fd, where, sizeof(where));
 	char engine[FG_HOSTPORT_MAX + 8], metrics[FG_HOSTPORT_MAX + 8];
+	fprintf(stderr, "fairgated: request bodies held: at most %" PRIu64 " bytes in all (%s)\n",
+		px->max_buffered,
+		a->limits.max_buffered_bytes ? "agent.limits.max_buffered_bytes"
+		: mem_limit ? "half the memory cgroup's limit" : "no memory cgroup limit: the fixed default");
 	fprintf(stderr, "fairgated: proxy on %s (%s mode), engine %s, metrics %s\n", where,
 		a->mode == FG_MODE_TRANSPARENT ? "transparent" : "front",
 		fg_hostport_format(&a->engine, engine, sizeof(engine)),

@@ -109,12 +109,14 @@ static int on_headers(http_parser *p)
 		x->reject_status = 417;
 		return -1;
 	}
-	/* flushed when the read handler finishes: never close c from a callback */
-	if (cont && (has_length || chunked) && p->http_minor >= 1)
-		fg_buf_append(&c->out, "HTTP/1.1 100 Continue\r\n\r\n", 25);
-	if (has_length && fg_buf_reserve(&x->body, p->content_length)) {
-		x->reject_status = 500;
-		return -1;
+	/* A body is not read, nor 100 Continue sent, before the request's key
+	 * and path are judged: the parser stops here and process_input judges
+	 * them outside the callback (check_heads). The body buffer then grows
+	 * with what arrives, never with what Content-Length declares. */
+	if (has_length || chunked) {
+		x->want_continue = cont && p->http_minor >= 1;
+		x->heads_pending = true;
+		http_parser_pause(p, 1);
 	}
 	return 0;
 }
@@ -128,10 +130,16 @@ static int on_body(http_parser *p, const char *at, size_t len)
 		x->reject_status = 413;
 		return -1;
 	}
+	if (c->px->buffered + len > c->px->max_buffered) {
+		x->reject_status = 503;
+		return -1;
+	}
 	if (fg_buf_append(&x->body, at, len)) {
 		x->reject_status = 500;
 		return -1;
 	}
+	x->body_held += len;
+	c->px->buffered += len;
 	return 0;
 }
 
@@ -224,6 +232,7 @@ static void exchange_reset(struct fg_client *c)
 		fg_tenant_unref(&c->px->tenants, x->tenant);
 	free(x->fwd_body);
 	fg_sse_free(&x->sse_state);
+	c->px->buffered -= x->body_held;
 	struct fg_buf body = x->body, copy = x->resp_copy;
 	fg_hdrs_reset(&x->hdrs);
 	fg_hdrs_reset(&x->rhdrs);
@@ -346,6 +355,22 @@ void fg_client_error(struct fg_client *c, int status, const char *type, const ch
 	}
 }
 
+/* A body the buffered-bytes budget cannot hold: the client may retry soon
+ * (the bodies held now are forwarded or refused within body_s). */
+static void over_budget(struct fg_client *c)
+{
+	char msg[200];
+
+	c->px->metrics.over_budget++;
+	fg_overload_log(c->px, "buffered-bytes budget");
+	snprintf(msg, sizeof(msg),
+		 "the gateway holds as many request bytes as its memory budget allows (%" PRIu64
+		 " bytes, agent.limits.max_buffered_bytes); retry shortly",
+		 c->px->max_buffered);
+	c->x.complete = false; /* the body was not read: the connection cannot be reused */
+	fg_client_error(c, 503, "server_error", "overloaded", NULL, msg, "Retry-After: 1\r\n");
+}
+
 static void bad_http(struct fg_client *c)
 {
 	struct fg_exchange *x = &c->x;
@@ -362,6 +387,8 @@ static void bad_http(struct fg_client *c)
 		snprintf(msg, sizeof(msg), "only 'Expect: 100-continue' is supported");
 	else if (status == 500)
 		snprintf(msg, sizeof(msg), "out of memory while reading the request");
+	else if (status == 503)
+		return over_budget(c);
 	else
 		snprintf(msg, sizeof(msg), "malformed HTTP request: %s", http_errno_description(e));
 	count_refusal(c, FG_OUT_BAD_REQUEST);
@@ -828,6 +855,35 @@ static void unmetered(struct fg_client *c)
 	fg_proxy_dispatch(c);
 }
 
+/* The headers of a request with a body are in: refuse it now when its
+ * path or key does (the client's body is then never read or held), else
+ * invite the body. false: refused (the connection is closing). */
+static bool check_heads(struct fg_client *c)
+{
+	struct fg_proxy *px = c->px;
+	struct fg_exchange *x = &c->x;
+	const char *why = NULL;
+
+	x->heads_pending = false;
+	if (!route(c))
+		return false;
+	if (!identify(c, &why) && !x->route.public_path) {
+		px->metrics.unauthenticated++;
+		fg_client_error(c, 401, "invalid_request_error", "invalid_api_key", NULL, why,
+				"WWW-Authenticate: Bearer\r\n");
+		return false;
+	}
+	/* a declared length that cannot be held is refused before it is sent */
+	uint64_t declared = c->parser.flags & F_CHUNKED ? 0 : c->parser.content_length;
+	if (declared != ULLONG_MAX && px->buffered + declared > px->max_buffered) {
+		over_budget(c);
+		return false;
+	}
+	if (x->want_continue)
+		fg_buf_append(&c->out, "HTTP/1.1 100 Continue\r\n\r\n", 25);
+	return true;
+}
+
 static void handle_request(struct fg_client *c)
 {
 	struct fg_proxy *px = c->px;
@@ -876,7 +932,9 @@ static bool fast_request(struct fg_client *c)
 	if (!head)
 		return false;
 	uint64_t body = clen == UINT64_MAX ? 0 : clen;
-	if (body > c->px->max_body || n - head < body || (body && fg_buf_reserve(&x->body, body))) {
+	if (body > c->px->max_body || n - head < body ||
+	    c->px->buffered + body > c->px->max_buffered ||
+	    (body && fg_buf_reserve(&x->body, body))) {
 		/* a 413, a body still on its way, no memory: http_parser's cases */
 		fg_hdrs_reset(&x->hdrs);
 		return false;
@@ -892,6 +950,8 @@ static bool fast_request(struct fg_client *c)
 	c->parser.http_minor = 1;
 	c->keep_alive = true;
 	fg_buf_append(&x->body, p + head, body); /* room reserved above */
+	x->body_held = body;
+	c->px->buffered += body;
 	fg_buf_consume(&c->in, head + body);
 	return true;
 }
@@ -906,6 +966,12 @@ static void process_input(struct fg_client *c)
 		size_t used = fg_buf_used(&c->in);
 		size_t n = http_parser_execute(&c->parser, &fg_client_req_settings, fg_buf_head(&c->in), used);
 		fg_buf_consume(&c->in, n);
+		if (c->x.heads_pending) {
+			http_parser_pause(&c->parser, 0);
+			if (!check_heads(c))
+				break;
+			continue;
+		}
 		if (c->x.complete) {
 			http_parser_pause(&c->parser, 0);
 			handle_request(c);
@@ -927,6 +993,8 @@ static int read_input(struct fg_client *c)
 		if (c->state != CL_READING && c->state != CL_CLOSING &&
 		    fg_buf_used(&c->in) >= FG_PIPELINE_MAX)
 			return 0; /* enough read ahead; EPOLLRDHUP still reports a hangup */
+		if (c->state == CL_READING && fg_buf_used(&c->in) >= FG_READ_AHEAD_MAX)
+			return 0; /* the parser takes this first; epoll calls again */
 		if (fg_buf_reserve(&c->in, READ_CHUNK)) {
 			fg_client_close(c);
 			return -1;

@@ -5,7 +5,10 @@
 # bodies just under max_body_bytes and stall, and the agent must answer them
 # at their headers (401, no 100 Continue, no body read or reserved), stay
 # alive, keep its RSS within a budget above its baseline, and keep serving a
-# tenant with a key.
+# tenant with a key. Then the buffered-bytes budget (agent.limits.
+# max_buffered_bytes, by default half the cgroup's limit): clients with keys
+# holding bodies fill it, a new body gets 503 in OpenAI's shape while a
+# stream already running finishes, and the bytes are released when they go.
 source "$(dirname "$0")/harden_env.inc"
 hd_lean_asan
 
@@ -21,6 +24,8 @@ if ! hd_memcg "$HD_LIMIT"; then
 fi
 echo "# memory cgroup ($HD_CG_KIND): $HD_CG, limit $((HD_LIMIT >> 20)) MiB"
 hd_start_agent cg
+check "without agent.limits.max_buffered_bytes the budget is half the cgroup's limit" \
+	grep -q "request bodies held: at most $((HD_LIMIT / 2)) bytes in all (half the memory cgroup" "$PX_TMP/agent.log"
 ok_chat() { chat $PX_KEY_A '{"messages":[{"role":"user","content":"hi"}],"max_tokens":4}' -o /dev/null -w '%{http_code}'; }
 expect_eq "before: alpha is served" "$(ok_chat)" 200
 base=$(rss_kb "$PX_AGENT_PID")
@@ -72,3 +77,53 @@ if alive "$PX_AGENT_PID"; then
 	check "no reservation left behind" no_leaked_reservations
 	px_stop_agent_clean
 fi
+
+# the buffered-bytes budget: with a key, bodies are held only up to
+# agent.limits.max_buffered_bytes in all; past it new bodies get 503 while a
+# stream already running keeps flowing
+px_policy "  timeouts: {header_s: 60, body_s: 60, idle_s: 60}
+  max_body_bytes: 1048576
+  limits: {max_buffered_bytes: 2097152}"
+kill -TERM "$PX_SIM_PID"; wait "$PX_SIM_PID" 2>/dev/null
+px_start_sim --speedup 1
+hd_start_agent -- --no-bpf
+check "the budget is logged at start" grep -q 'request bodies held: at most 2097152 bytes in all (agent.limits.max_buffered_bytes)' "$PX_TMP/agent.log"
+chat $PX_KEY_B '{"messages":[{"role":"user","content":"tell me a long story"}],"max_tokens":300,"stream":true}' \
+	-o "$PX_TMP/stream.out" -w '%{http_code}' >"$PX_TMP/stream.code" &
+streamer=$!
+on_exit "kill $streamer 2>/dev/null"
+# two keyed clients hold 900,000 bytes each of a 1,000,000-byte body
+spawn "$PX_TMP/hold2.log" ip netns exec "$PX_CNS" bash -c '
+	fds=()
+	for i in 1 2; do
+		exec {fd}<>"/dev/tcp/$1/8000" || break
+		printf "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\nContent-Length: 1000000\r\n\r\n" "$2" >&$fd
+		head -c 900000 /dev/zero >&$fd
+		fds+=("$fd")
+	done
+	echo "sent ${#fds[@]}"
+	while :; do sleep 1; done' _ "$PX_SRV" "$PX_KEY_A"
+holder=$SPAWNED_PID
+for _ in $(seq 100); do [ "$(metric fairgate_buffered_bytes)" = 1800000 ] && break; sleep 0.1; done
+expect_eq "the agent holds the two bodies" "$(metric fairgate_buffered_bytes)" 1800000
+# 400,000 bytes, most of them JSON whitespace (few tokens)
+{ printf '{"messages":[{"role":"user","content":"hi"}],'; head -c 400000 /dev/zero | tr '\0' ' '; printf '"max_tokens":2}'; } >"$PX_TMP/big.json"
+r=$(pc "$PX_URL/v1/chat/completions" -H "Authorization: Bearer $PX_KEY_C" -H 'Content-Type: application/json' \
+	--data-binary @"$PX_TMP/big.json" -o "$PX_TMP/503.json" -w '%{http_code}')
+expect_eq "a third body past the budget: 503" "$r" 503
+check "  in OpenAI's shape (server_error, overloaded)" \
+	jq -e '.error.type == "server_error" and .error.code == "overloaded" and (.error.message | test("max_buffered_bytes"))' "$PX_TMP/503.json" >/dev/null
+check "  counted" test "$(metric fairgate_over_budget_total)" -ge 1
+r=$(chat $PX_KEY_C '{"messages":[{"role":"user","content":"hi"}],"max_tokens":2}' -o /dev/null -w '%{http_code}')
+expect_eq "a small request still fits: 200" "$r" 200
+wait "$streamer"
+expect_eq "the stream running meanwhile ended 200" "$(cat "$PX_TMP/stream.code")" 200
+check "  and complete" grep -q 'data: \[DONE\]' "$PX_TMP/stream.out"
+kill -KILL "$holder" 2>/dev/null; wait "$holder" 2>/dev/null
+for _ in $(seq 50); do [ "$(metric fairgate_buffered_bytes)" = 0 ] && break; sleep 0.1; done
+expect_eq "their bodies are released when they go" "$(metric fairgate_buffered_bytes)" 0
+r=$(pc "$PX_URL/v1/chat/completions" -H "Authorization: Bearer $PX_KEY_C" -H 'Content-Type: application/json' \
+	--data-binary @"$PX_TMP/big.json" -o /dev/null -w '%{http_code}')
+expect_eq "then the big body is served" "$r" 200
+check "no reservation left behind" no_leaked_reservations
+px_stop_agent_clean
