@@ -240,6 +240,15 @@ char *fg_metrics_render(struct fg_proxy *px, size_t *len)
 
 	help(&o, "fairgate_unauthenticated_total", "counter", "Requests refused with 401.");
 	fg_buf_printf(&o, "fairgate_unauthenticated_total %llu\n", (unsigned long long)m->unauthenticated);
+	help(&o, "fairgate_client_connections_limit", "gauge",
+	     "agent.limits.max_connections, or the default derived from the fd limit.");
+	fg_buf_printf(&o, "fairgate_client_connections_limit %u\n", px->max_connections);
+	help(&o, "fairgate_connections_refused_total", "counter",
+	     "Client connections answered 503 and closed at accept, by the cap they met.");
+	fg_buf_printf(&o, "fairgate_connections_refused_total{cap=\"total\"} %llu\n",
+		      (unsigned long long)px->conns.refused_total);
+	fg_buf_printf(&o, "fairgate_connections_refused_total{cap=\"per_source\"} %llu\n",
+		      (unsigned long long)px->conns.refused_per_source);
 	help(&o, "fairgate_buffered_bytes", "gauge",
 	     "Request body bytes the agent holds now, all clients together.");
 	fg_buf_printf(&o, "fairgate_buffered_bytes %llu\n", (unsigned long long)px->buffered);

@@ -52,7 +52,8 @@ static void accept_cb(struct fg_loop *loop, int fd, uint32_t events, void *ctx)
 		if (cfd < 0) {
 			int e = errno;
 			if (e == EMFILE || e == ENFILE)
-				fprintf(stderr, "fairgated: accept: %s\n", strerror(e));
+				fg_overload_log(px, e == EMFILE ? "process's fd limit (accept: EMFILE)"
+								: "system's fd limit (accept: ENFILE)");
 			if (fg_loop_accept_failed(loop, fd, e)) /* parks the listener on EMFILE */
 				return;
 			continue;
@@ -101,6 +102,9 @@ static void take_config(struct fg_proxy *px, const struct fg_policy *p)
 	px->upstream_ns = (uint64_t)(a->upstream_timeout_s * 1e9);
 	px->tokenize_ns = (uint64_t)(a->tokenize_timeout_s * 1e9);
 	px->max_body = a->max_body_bytes ? a->max_body_bytes : (8u << 20);
+	px->max_connections = a->limits.max_connections ? a->limits.max_connections
+							: px->derived_connections;
+	px->max_per_source = a->limits.max_connections_per_source;
 	px->max_buffered = a->limits.max_buffered_bytes ? a->limits.max_buffered_bytes
 							: px->derived_buffered;
 	if (px->max_buffered < px->max_body)
@@ -143,6 +147,7 @@ int fg_proxy_start(struct fg_agent_state *st, char *err, size_t errlen)
 	fg_pool_init(&px->long_pool, "long-context pool");
 	fg_link_init(&px->busy);
 	st->proxy = px;
+	px->derived_connections = fg_conn_default_max();
 	uint64_t mem_limit = fg_cgroup_memory_limit_self();
 	px->derived_buffered = mem_limit ? (uint64_t)((double)mem_limit * FG_BUFFERED_SHARE_OF_LIMIT)
 					 : FG_BUFFERED_DEFAULT;
@@ -186,6 +191,10 @@ int fg_proxy_start(struct fg_agent_state *st, char *err, size_t errlen)
 	char where[64];
 	fg_socket_desc(px->listen_fd, where, sizeof(where));
 	char engine[FG_HOSTPORT_MAX + 8], metrics[FG_HOSTPORT_MAX + 8];
+	fprintf(stderr, "fairgated: client connections: at most %u in all (%s), %u per source address\n",
+		px->max_connections,
+		a->limits.max_connections ? "agent.limits.max_connections" : "from the fd limit",
+		px->max_per_source);
 	fprintf(stderr, "fairgated: request bodies held: at most %" PRIu64 " bytes in all (%s)\n",
 		px->max_buffered,
 		a->limits.max_buffered_bytes ? "agent.limits.max_buffered_bytes"
@@ -274,6 +283,7 @@ void fg_proxy_stop(struct fg_agent_state *st)
 	if (px->gw)
 		fg_sched_stop(px); /* after the clients: they settle into the gateway */
 	fg_tenants_free(&px->tenants);
+	fg_conn_limits_free(&px->conns);
 	fg_buf_free(&px->scratch);
 	free(px);
 	st->proxy = NULL;

@@ -179,17 +179,55 @@ void fg_client_update_events(struct fg_client *c)
 	}
 }
 
+/* Past a connection cap: a short 503 and close, before any request is
+ * read. What the client already sent is read away first, so the close is a
+ * FIN after the answer rather than an RST that could discard it. */
+static void refuse_connection(struct fg_proxy *px, int fd, enum fg_conn_verdict v)
+{
+	char sink[4096], msg[200];
+	struct fg_buf out = { 0 };
+
+	if (v == FG_CONN_OVER_SOURCE)
+		snprintf(msg, sizeof(msg),
+			 "too many connections from your address (%u, agent.limits.max_connections_per_source); reuse a keep-alive connection or retry shortly",
+			 px->max_per_source);
+	else
+		snprintf(msg, sizeof(msg),
+			 "the gateway has as many client connections as it serves (%u, agent.limits.max_connections); retry shortly",
+			 px->max_connections);
+	fg_overload_log(px, v == FG_CONN_OVER_SOURCE ? "per-source connection cap" : "connection cap");
+	while (recv(fd, sink, sizeof(sink), MSG_DONTWAIT) > 0)
+		;
+	if (!fg_http_error(&out, 503, "server_error", "overloaded", NULL, msg, "Retry-After: 1\r\n", true))
+		(void)!send(fd, fg_buf_head(&out), fg_buf_used(&out), MSG_DONTWAIT | MSG_NOSIGNAL);
+	fg_buf_free(&out);
+	shutdown(fd, SHUT_WR);
+	close(fd);
+}
+
 void fg_client_accept(struct fg_proxy *px, int fd, const struct sockaddr_storage *peer,
 		      socklen_t peer_len)
 {
-	struct fg_client *c = calloc(1, sizeof(*c));
+	struct fg_conn_source *source;
+	enum fg_conn_verdict v = fg_conn_admit(&px->conns, peer, px->n_clients, px->max_connections,
+					       px->max_per_source,
+					       fg_source_trusted(&px->st->policy->agent,
+								 (const struct sockaddr *)peer),
+					       &source);
+	if (v == FG_CONN_OVER_TOTAL || v == FG_CONN_OVER_SOURCE) {
+		refuse_connection(px, fd, v);
+		return;
+	}
+	struct fg_client *c = v == FG_CONN_OK ? calloc(1, sizeof(*c)) : NULL;
 	int one = 1;
 
 	if (!c) {
+		fg_conn_release(&px->conns, source);
 		close(fd);
 		return;
 	}
 	c->px = px;
+	c->source = source;
 	c->fd = fd;
 	memcpy(&c->peer, peer, peer_len);
 	c->peer_len = peer_len;
@@ -202,6 +240,7 @@ void fg_client_accept(struct fg_proxy *px, int fd, const struct sockaddr_storage
 	c->deadline_ns = fg_now_ns() + px->header_ns;
 	c->timeout_status = 0;
 	if (fg_loop_add(px->st->loop, fd, c->events, client_cb, c)) {
+		fg_conn_release(&px->conns, source);
 		close(fd);
 		free(c);
 		return;
@@ -266,6 +305,7 @@ void fg_client_close(struct fg_client *c)
 	fg_buf_free(&c->out);
 	fg_link_del(&c->link);
 	px->n_clients--;
+	fg_conn_release(&px->conns, c->source);
 	explicit_bzero(c->key, sizeof(c->key)); /* no client's key outlives its connection */
 	free(c);
 }

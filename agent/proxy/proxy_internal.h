@@ -29,6 +29,7 @@
 #include "agent/http/engine_tokenize.h"
 #include "agent/http/http_request.h"
 #include "agent/http/http_sse.h"
+#include "agent/proxy/conn_limits.h"
 #include "agent/proxy/metrics.h"
 #include "agent/proxy/tenant_table.h"
 #include "policy/policy_addr.h"
@@ -137,6 +138,7 @@ struct fg_client {
 	bool closing_sent;        /* shutdown(SHUT_WR) done */
 	bool read_eof;
 	struct fg_tenant_rt *learned; /* tenant last published for this source */
+	struct fg_conn_source *source; /* its count against the per-source cap */
 	/* the last bearer key this connection sent and its SHA-256: a
 	 * keep-alive client sends the same key with every request, and
 	 * hashing it again cost ~7% of the request path (wiped at close) */
@@ -190,6 +192,9 @@ struct fg_proxy {
 	struct fg_tenant_table tenants;
 	struct fg_fleet *fleet;   /* agent.fleet (agent/fleet/fleet.c); NULL alone */
 	struct fg_link clients;
+	struct fg_conn_limits conns; /* per source and in all (conn_limits.c) */
+	uint32_t max_connections, max_per_source; /* from the policy, or derived */
+	uint32_t derived_connections;
 	struct fg_link busy;
 	uint32_t n_clients, n_busy;
 	uint64_t sweep_timer;

@@ -5,7 +5,9 @@
 # still be served within 1 s, a new request from the hoarding address gets a
 # clear HTTP answer (429/503, OpenAI's error shape) instead of silence, the
 # log is not flooded with one accept error per attempt, and everything is
-# served again once the hoard lets go.
+# served again once the hoard lets go. Then the total cap
+# (agent.limits.max_connections; by default half the fds left after 64):
+# past it every new client gets the same short 503, counted in /metrics.
 source "$(dirname "$0")/harden_env.inc"
 
 px_netns hdconn 151
@@ -22,6 +24,8 @@ legit() {
 }
 read -r code t <<<"$(legit)"
 expect_eq "before: the legitimate client is served" "$code" 200
+check "the default cap is half the fds left after 64: 480 of 1024, 256 per source" \
+	grep -q 'client connections: at most 480 in all (from the fd limit), 256 per source address' "$PX_TMP/agent.log"
 
 hd_hold 1100 ''
 hd_wait_held 600 || { tap_fail "1,100 connections opened" "$(cat "$HD_HOLD_LOG")"; exit 1; }
@@ -48,4 +52,22 @@ expect_eq "after the hoard lets go: served again" "$code" 200
 code=$(chat $PX_KEY_A "$req" -o /dev/null -w '%{http_code}')
 expect_eq "after the hoard lets go: the hoarding address is served too" "$code" 200
 check "no reservation left behind" no_leaked_reservations
+px_stop_agent_clean
+
+# the total cap, met by one source whose own cap is as high
+px_policy "  timeouts: {header_s: 60, idle_s: 60}
+  limits: {max_connections: 30, max_connections_per_source: 30}"
+hd_start_agent -- --no-bpf
+hd_hold 40 ''
+hd_wait_held 300 || { tap_fail "40 connections opened" "$(cat "$HD_HOLD_LOG")"; exit 1; }
+sleep 0.5
+expect_eq "30 are held (fairgate_client_connections)" "$(metric fairgate_client_connections)" 30
+read -r code t <<<"$(legit)"
+expect_eq "past max_connections a client from another address gets 503" "$code" 503
+check "  naming the limit" bash -c "jq -e '.error.code == \"overloaded\" and (.error.message | test(\"max_connections\"))' '$PX_TMP/legit.json' >/dev/null"
+check "  counted by cap" test "$(metric 'fairgate_connections_refused_total{cap="total"}')" -ge 11
+kill -TERM "$HD_HOLD_PID"; wait "$HD_HOLD_PID" 2>/dev/null
+for _ in $(seq 30); do [ "$(metric fairgate_client_connections)" -le 1 ] && break; sleep 0.1; done
+read -r code t <<<"$(legit)"
+expect_eq "served once they go" "$code" 200
 px_stop_agent_clean
