@@ -129,6 +129,16 @@ static int load_engine_auth(const struct fg_agent *a, char out[FG_ENGINE_AUTH_MA
 	return 0;
 }
 
+static int load_metrics_token(const struct fg_agent *a, char out[FG_SECRET_LINE_MAX + 1], char *err,
+			      size_t errlen)
+{
+	out[0] = 0;
+	if (!a->metrics_token_file[0])
+		return 0;
+	return fg_secret_line_read(a->metrics_token_file, "agent.metrics_token_file", out,
+				   FG_SECRET_LINE_MAX + 1, err, errlen) < 0 ? -1 : 0;
+}
+
 int fg_proxy_start(struct fg_agent_state *st, char *err, size_t errlen)
 {
 	const struct fg_agent *a = &st->policy->agent;
@@ -152,7 +162,8 @@ int fg_proxy_start(struct fg_agent_state *st, char *err, size_t errlen)
 	px->derived_buffered = mem_limit ? (uint64_t)((double)mem_limit * FG_BUFFERED_SHARE_OF_LIMIT)
 					 : FG_BUFFERED_DEFAULT;
 	take_config(px, st->policy);
-	if (load_engine_auth(a, px->engine_auth, err, errlen))
+	if (load_engine_auth(a, px->engine_auth, err, errlen) ||
+	    load_metrics_token(a, px->metrics_token, err, errlen))
 		goto fail;
 
 	if (fg_pool_set(px, &px->engine, &a->engine)) {
@@ -218,7 +229,7 @@ int fg_proxy_apply_policy(struct fg_agent_state *st, const struct fg_policy *p, 
 	struct sockaddr_storage ss;
 	socklen_t len;
 	const struct fg_hostport *lc = &p->agent.long_context_upstream;
-	char engine_auth[FG_ENGINE_AUTH_MAX];
+	char engine_auth[FG_ENGINE_AUTH_MAX], metrics_token[FG_SECRET_LINE_MAX + 1];
 
 	if (!px)
 		return 0;
@@ -229,8 +240,13 @@ int fg_proxy_apply_policy(struct fg_agent_state *st, const struct fg_policy *p, 
 	}
 	if (load_engine_auth(&p->agent, engine_auth, err, errlen))
 		return -1;
+	if (load_metrics_token(&p->agent, metrics_token, err, errlen)) {
+		explicit_bzero(engine_auth, sizeof(engine_auth));
+		return -1;
+	}
 	if (fg_tenants_apply(&px->tenants, p)) {
 		explicit_bzero(engine_auth, sizeof(engine_auth));
+		explicit_bzero(metrics_token, sizeof(metrics_token));
 		snprintf(err, errlen, "out of memory");
 		return -1;
 	}
@@ -242,6 +258,8 @@ int fg_proxy_apply_policy(struct fg_agent_state *st, const struct fg_policy *p, 
 	take_config(px, p);
 	memcpy(px->engine_auth, engine_auth, sizeof(engine_auth));
 	explicit_bzero(engine_auth, sizeof(engine_auth));
+	memcpy(px->metrics_token, metrics_token, sizeof(metrics_token));
+	explicit_bzero(metrics_token, sizeof(metrics_token));
 	fg_engine_scrape_set_auth(px->scrape, px->engine_auth);
 	fg_pool_set(px, &px->engine, &p->agent.engine);
 	fg_pool_set(px, &px->long_pool, lc);

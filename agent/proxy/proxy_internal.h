@@ -213,6 +213,7 @@ struct fg_proxy {
 	/* "Authorization: Bearer <agent.engine_api_key_file>\r\n", or "" when
 	 * the engine takes no key: the one Authorization the engine ever sees */
 	char engine_auth[FG_ENGINE_AUTH_MAX];
+	char metrics_token[FG_SECRET_LINE_MAX + 1]; /* agent.metrics_token_file; "" = open */
 
 	/* proxy_sched.c */
 	uint64_t pump_timer;      /* a dispatch pass is scheduled */
