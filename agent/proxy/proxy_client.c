@@ -427,8 +427,10 @@ static void bad_http(struct fg_client *c)
 		snprintf(msg, sizeof(msg), "only 'Expect: 100-continue' is supported");
 	else if (status == 500)
 		snprintf(msg, sizeof(msg), "out of memory while reading the request");
-	else if (status == 503)
-		return over_budget(c);
+	else if (status == 503) {
+		over_budget(c);
+		return;
+	}
 	else
 		snprintf(msg, sizeof(msg), "malformed HTTP request: %s", http_errno_description(e));
 	count_refusal(c, FG_OUT_BAD_REQUEST);

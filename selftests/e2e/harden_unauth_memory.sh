@@ -112,7 +112,7 @@ r=$(pc "$PX_URL/v1/chat/completions" -H "Authorization: Bearer $PX_KEY_C" -H 'Co
 	--data-binary @"$PX_TMP/big.json" -o "$PX_TMP/503.json" -w '%{http_code}')
 expect_eq "a third body past the budget: 503" "$r" 503
 check "  in OpenAI's shape (server_error, overloaded)" \
-	jq -e '.error.type == "server_error" and .error.code == "overloaded" and (.error.message | test("max_buffered_bytes"))' "$PX_TMP/503.json" >/dev/null
+	bash -c "jq -e '.error.type == \"server_error\" and .error.code == \"overloaded\" and (.error.message | test(\"max_buffered_bytes\"))' '$PX_TMP/503.json' >/dev/null"
 check "  counted" test "$(metric fairgate_over_budget_total)" -ge 1
 r=$(chat $PX_KEY_C '{"messages":[{"role":"user","content":"hi"}],"max_tokens":2}' -o /dev/null -w '%{http_code}')
 expect_eq "a small request still fits: 200" "$r" 200
