@@ -99,9 +99,11 @@ json_t *fg_agent_apply_policy(struct fg_agent_state *st, struct fg_policy *np, c
 		if (!fg_policy_tenant_by_name(np, st->policy->tenants[i].name))
 			json_array_append_new(removed, json_string(st->policy->tenants[i].name));
 
-	/* proxy first: the only step that can fail (memory) leaves it unchanged */
-	if (fg_proxy_apply_policy(st, np)) {
-		snprintf(err, errlen, "out of memory applying the policy (nothing was changed)");
+	/* proxy first: the only step that can fail (memory, the engine key
+	 * file) leaves it unchanged */
+	char why[256];
+	if (fg_proxy_apply_policy(st, np, why, sizeof(why))) {
+		snprintf(err, errlen, "%s (nothing was changed)", why);
 		json_decref(added);
 		json_decref(removed);
 		free(np);

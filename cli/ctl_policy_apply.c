@@ -15,8 +15,12 @@
 #include "cli/ctl_commands.h"
 #include "lib/ctl_protocol.h"
 #include "policy/policy.h"
+#include "policy/policy_yaml.h"
 
-#define MAX_POLICY_BYTES (1u << 20) /* the control socket's line limit */
+/* what `policy check` reads is what `policy apply` can send: two files of
+ * the parser's limit, escaped, and the command around them */
+_Static_assert(2ull * 2 * FG_YAML_MAX_BYTES + 65536 <= FG_CTL_MAX_LINE,
+	       "the control line cannot carry the largest policy apply");
 
 static char *read_file(const char *path, size_t *len)
 {
@@ -28,8 +32,12 @@ static char *read_file(const char *path, size_t *len)
 		return NULL;
 	for (;;) {
 		if (n + 4096 + 1 > cap) {
+			/* up to the parser's limit and a read past it, so a file
+			 * the parser takes is read whole and a larger one refused */
 			cap = cap ? cap * 2 : 16384;
-			char *nb = cap > MAX_POLICY_BYTES + 4096 ? NULL : realloc(buf, cap);
+			if (cap > FG_YAML_MAX_BYTES + 4096 + 1)
+				cap = FG_YAML_MAX_BYTES + 4096 + 1;
+			char *nb = n > FG_YAML_MAX_BYTES ? NULL : realloc(buf, cap);
 			if (!nb) {
 				free(buf);
 				fclose(f);

@@ -9,7 +9,11 @@
 #include <stddef.h>
 
 #define FG_CTL_SOCK_PATH "/run/fairgate/ctl.sock"
-#define FG_CTL_MAX_LINE (1u << 20) /* a line larger than this is refused */
+/* A line larger than this is refused. The largest is `policy apply`'s: a
+ * policy and a tenants file of up to the parser's 4 MiB each
+ * (FG_YAML_MAX_BYTES), JSON-escaped at most 2 bytes a byte (YAML allows no
+ * control byte but tab, CR and LF); cli/ctl_policy_apply.c asserts it fits. */
+#define FG_CTL_MAX_LINE (20u << 20)
 
 /* Send req, wait for the reply line.
  * Returns the parsed reply or NULL with err filled. */

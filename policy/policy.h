@@ -123,6 +123,18 @@ struct fg_fleet_cfg {
 	char password_file[FG_PATH_MAX]; /* AUTH with its first line; "" = none */
 };
 
+/* agent.limits: what one client, all clients together and one tenant may
+ * hold of the agent. 0 in a field the policy leaves out means "derived at
+ * start" where a field says so (the agent knows its fd limit and its
+ * container's memory limit; the policy does not). */
+struct fg_agent_limits {
+	uint32_t max_connections;            /* client connections; 0 = from RLIMIT_NOFILE at start */
+	uint32_t max_connections_per_source; /* from one client address (256) */
+	uint64_t max_buffered_bytes;         /* request body bytes held, all clients;
+					      * 0 = half the cgroup memory limit at start */
+	uint32_t max_inflight_per_tenant;    /* admitted, not yet answered (256) */
+};
+
 enum fg_agent_mode { FG_MODE_FRONT = 0, FG_MODE_TRANSPARENT = 1 };
 enum fg_xdp_mode { FG_XDP_NATIVE = 0, FG_XDP_GENERIC = 1 };
 enum fg_metering { FG_METER_REPLICA_TIME = 0, FG_METER_RAW_TOKENS = 1, FG_METER_REQUESTS = 2 };
@@ -185,6 +197,13 @@ struct fg_agent {
 	 * through to the engine (1, the default) or refuses them (0) */
 	int steer_fail_open;
 	struct fg_fleet_cfg fleet;
+	struct fg_agent_limits limits;
+	/* the engine's own key (vLLM's --api-key), sent instead of the tenant's,
+	 * which is never forwarded; "" = the engine takes no key */
+	char engine_api_key_file[FG_PATH_MAX];
+	/* /metrics answers only a bearer token equal to this file's first line;
+	 * "" = /metrics is open to whoever reaches metrics_listen */
+	char metrics_token_file[FG_PATH_MAX];
 };
 
 struct fg_policy {

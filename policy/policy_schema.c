@@ -598,6 +598,19 @@ static const struct fg_field fleet_fields[] = {
 };
 static const struct fg_schema fleet_schema = SCHEMA(fleet_fields);
 
+/* agent.limits (struct fg_agent_limits). No field takes 0: a limit left out
+ * is the default (policy_defaults.c) or derived by the agent at start. */
+static const struct fg_field limits_fields[] = {
+	UINT("max_connections", struct fg_agent_limits, max_connections, 1, 1 << 24, 0),
+	UINT("max_connections_per_source", struct fg_agent_limits, max_connections_per_source, 1,
+	     1 << 24, 0),
+	UINT("max_buffered_bytes", struct fg_agent_limits, max_buffered_bytes, 1 << 20,
+	     (double)(1ull << 33), 0),
+	UINT("max_inflight_per_tenant", struct fg_agent_limits, max_inflight_per_tenant, 1,
+	     1 << 20, 0),
+};
+static const struct fg_schema limits_schema = SCHEMA(limits_fields);
+
 static const struct fg_field agent_fields[] = {
 	ENUM("mode", struct fg_agent, mode, agent_modes),
 	STR("listen", FG_K_HOSTPORT, struct fg_agent, listen, 0),
@@ -622,6 +635,9 @@ static const struct fg_field agent_fields[] = {
 	ENUM("steer_fail_open", struct fg_agent, steer_fail_open, booleans),
 	CUSTOM("passthrough", decode_passthrough, 0),
 	SUB("fleet", offsetof(struct fg_agent, fleet), fleet_schema, 0),
+	SUB("limits", offsetof(struct fg_agent, limits), limits_schema, 0),
+	STR("engine_api_key_file", FG_K_PATH, struct fg_agent, engine_api_key_file, 0),
+	STR("metrics_token_file", FG_K_PATH, struct fg_agent, metrics_token_file, 0),
 };
 static const struct fg_schema agent_schema = SCHEMA(agent_fields);
 
@@ -635,6 +651,29 @@ static bool same_endpoint(const struct fg_hostport *a, const struct fg_hostport 
 {
 	return a->port == b->port &&
 	       (!strcmp(a->host, b->host) || is_wildcard(a->host) || is_wildcard(b->host));
+}
+
+/* The limits against each other and against the body limit, whatever order
+ * the keys came in. */
+static int check_limits(struct fg_pctx *c, const struct fg_ynode *agent, const struct fg_agent *a)
+{
+	const struct fg_ynode *v = fg_ymap_get(agent, "limits");
+	const struct fg_agent_limits *l = &a->limits;
+
+	if (!v)
+		return 0;
+	if (l->max_connections && fg_ymap_get(v, "max_connections_per_source") &&
+	    l->max_connections_per_source > l->max_connections)
+		return fg_pfail(c, fg_ymap_get(v, "max_connections_per_source"),
+				"agent.limits.max_connections_per_source %u exceeds agent.limits.max_connections %u",
+				l->max_connections_per_source, l->max_connections);
+	/* the largest body the agent accepts must fit in what it may hold */
+	if (l->max_buffered_bytes && l->max_buffered_bytes < a->max_body_bytes)
+		return fg_pfail(c, fg_ymap_get(v, "max_buffered_bytes"),
+				"agent.limits.max_buffered_bytes %llu is below agent.max_body_bytes %llu: the largest body allowed could never be held",
+				(unsigned long long)l->max_buffered_bytes,
+				(unsigned long long)a->max_body_bytes);
+	return 0;
 }
 
 static int decode_agent(struct fg_pctx *c, const struct fg_ynode *v, void *base,
@@ -669,6 +708,11 @@ static int decode_agent(struct fg_pctx *c, const struct fg_ynode *v, void *base,
 		return fg_pfail(c, at_either(v, "engine", "listen"),
 				"agent.engine %s:%u is the agent's own listen address; the proxy would forward to itself",
 				a->engine.host, a->engine.port);
+	if (check_limits(c, v, a))
+		return -1;
+	if (a->metrics_token_file[0] && !a->metrics_listen.host[0])
+		return fg_pfail(c, at_either(v, "metrics_token_file", "metrics_listen"),
+				"agent.metrics_token_file is set but agent.metrics_listen is off: there is no /metrics to guard");
 	if (a->metrics_listen.host[0] && same_endpoint(&a->listen, &a->metrics_listen))
 		return fg_pfail(c, at_either(v, "metrics_listen", "listen"),
 				"agent.metrics_listen %s:%u collides with agent.listen %s:%u",

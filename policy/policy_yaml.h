@@ -13,7 +13,7 @@
 #include <stddef.h>
 #include "policy.h"
 
-#define FG_YAML_MAX_BYTES (4u << 20)  /* a 1024-tenant policy is well under 1 MiB */
+#define FG_YAML_MAX_BYTES (4u << 20)  /* a 1024-tenant policy written out in full can pass 1 MiB */
 #define FG_YAML_MAX_DEPTH 32
 #define FG_YAML_MAX_NODES (1u << 18)
 

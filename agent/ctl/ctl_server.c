@@ -333,7 +333,17 @@ int fg_ctl_server_start(struct fg_agent_state *st, char *err, size_t errlen)
 		snprintf(err, errlen, "socket: %s", strerror(errno));
 		return -1;
 	}
-	/* A socket file nobody answers on is left over from a crash. */
+	/* A socket file nobody answers on is left over from a crash; anything
+	 * else at the path is somebody's file, never removed (lstat: a symlink
+	 * is refused too, whatever it points at) */
+	struct stat sb;
+	if (!lstat(path, &sb) && !S_ISSOCK(sb.st_mode)) {
+		snprintf(err, errlen, "%s exists and is not a socket (%s): refusing to replace it", path,
+			 S_ISLNK(sb.st_mode) ? "a symbolic link" : S_ISREG(sb.st_mode) ? "a regular file"
+				: S_ISDIR(sb.st_mode) ? "a directory" : "another kind of file");
+		close(fd);
+		return -1;
+	}
 	if (!access(path, F_OK)) {
 		int probe = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 

@@ -2,6 +2,7 @@
 #include <errno.h>
 #include <http_parser.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -28,10 +29,9 @@ struct fg_engine_scrape {
 	size_t body_len, body_cap;
 	bool complete, overflow;
 	uint64_t failures, successes;
+	char request[FG_SCRAPE_REQUEST_MAX]; /* built by set_auth */
+	size_t request_len;
 };
-
-static const char request[] = "GET /metrics HTTP/1.1\r\nHost: engine\r\nAccept: text/plain\r\n"
-			      "Connection: close\r\nUser-Agent: fairgated\r\n\r\n";
 
 static bool name_is(const char *p, size_t n, const char *name)
 {
@@ -194,15 +194,15 @@ static void on_io(struct fg_loop *loop, int fd, uint32_t events, void *ctx)
 		}
 		s->connected = true;
 	}
-	if (s->connected && s->sent < sizeof(request) - 1) {
-		ssize_t n = write(fd, request + s->sent, sizeof(request) - 1 - s->sent);
+	if (s->connected && s->sent < s->request_len) {
+		ssize_t n = write(fd, s->request + s->sent, s->request_len - s->sent);
 		if (n < 0 && errno != EAGAIN) {
 			fail(s);
 			return;
 		}
 		if (n > 0)
 			s->sent += (size_t)n;
-		if (s->sent == sizeof(request) - 1) {
+		if (s->sent == s->request_len) {
 			s->asked_ns = fg_now_ns();
 			fg_loop_mod(s->loop, fd, EPOLLIN);
 		}
@@ -279,8 +279,21 @@ struct fg_engine_scrape *fg_engine_scrape_start(struct fg_loop *loop, const stru
 		free(s);
 		return NULL;
 	}
+	fg_engine_scrape_set_auth(s, "");
 	arm(s, 0);
 	return s;
+}
+
+void fg_engine_scrape_set_auth(struct fg_engine_scrape *s, const char *auth_line)
+{
+	if (!s)
+		return;
+	int n = snprintf(s->request, sizeof(s->request),
+			 "GET /metrics HTTP/1.1\r\nHost: engine\r\nAccept: text/plain\r\n"
+			 "Connection: close\r\nUser-Agent: fairgated\r\n%s\r\n",
+			 auth_line ? auth_line : "");
+	/* the buffer holds the longest line the caller can make (the header) */
+	s->request_len = n > 0 && (size_t)n < sizeof(s->request) ? (size_t)n : 0;
 }
 
 void fg_engine_scrape_set_period(struct fg_engine_scrape *s, uint64_t period_ns)

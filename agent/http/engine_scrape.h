@@ -17,6 +17,7 @@
 #include <sys/socket.h>
 
 #include "lib/event_loop.h"
+#include "lib/secret_file.h"
 #include "policy/policy.h"
 
 struct fg_engine_metrics {
@@ -43,6 +44,11 @@ struct fg_engine_scrape *fg_engine_scrape_start(struct fg_loop *loop, const stru
 void fg_engine_scrape_stop(struct fg_engine_scrape *s);
 /* A new period: the next scrape is due a period after the last one began (at
  * once if that is past), or when the one in flight ends. */
+/* The scrape request's head, AUTH_LINE included ("Authorization: Bearer
+ * KEY\r\n" when the engine takes a key, "" otherwise): it must fit with
+ * the fixed lines. */
+#define FG_SCRAPE_REQUEST_MAX (FG_SECRET_LINE_MAX + 512)
+void fg_engine_scrape_set_auth(struct fg_engine_scrape *s, const char *auth_line);
 void fg_engine_scrape_set_period(struct fg_engine_scrape *s, uint64_t period_ns);
 uint64_t fg_engine_scrape_failures(const struct fg_engine_scrape *s);
 uint64_t fg_engine_scrape_successes(const struct fg_engine_scrape *s);

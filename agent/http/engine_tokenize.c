@@ -139,8 +139,9 @@ static void on_io(struct fg_loop *loop, int fd, uint32_t events, void *ctx)
 	}
 }
 
-struct fg_tokenize *fg_tokenize_start(struct fg_loop *loop, int fd, const char *body, size_t len,
-				      uint64_t timeout_ns, fg_tokenize_cb cb, void *ctx)
+struct fg_tokenize *fg_tokenize_start(struct fg_loop *loop, int fd, const char *auth_line,
+				      const char *body, size_t len, uint64_t timeout_ns,
+				      fg_tokenize_cb cb, void *ctx)
 {
 	struct fg_tokenize *t = calloc(1, sizeof(*t));
 
@@ -154,12 +155,12 @@ struct fg_tokenize *fg_tokenize_start(struct fg_loop *loop, int fd, const char *
 	t->ctx = ctx;
 	http_parser_init(&t->parser, HTTP_RESPONSE);
 	t->parser.data = t;
-	/* no Authorization: the engine never sees a tenant's key for this */
+	/* the engine's own key at most: it never sees a tenant's for this */
 	if (fg_buf_printf(&t->out,
 			  "POST /tokenize HTTP/1.1\r\nHost: engine\r\nUser-Agent: fairgated\r\n"
 			  "Content-Type: application/json\r\nAccept: application/json\r\n"
-			  "Connection: close\r\nContent-Length: %zu\r\n\r\n",
-			  len) ||
+			  "Connection: close\r\n%sContent-Length: %zu\r\n\r\n",
+			  auth_line ? auth_line : "", len) ||
 	    fg_buf_append(&t->out, body, len) ||
 	    fg_loop_add(loop, fd, EPOLLOUT | EPOLLIN | EPOLLRDHUP, on_io, t)) {
 		close(fd);

@@ -28,8 +28,11 @@ typedef void (*fg_tokenize_cb)(void *ctx, enum fg_tokenize_result r, uint64_t co
 struct fg_tokenize;
 /* fd: a non-blocking socket with connect(2) under way (or done). Takes
  * ownership of fd in every case. NULL when out of memory (fd closed). */
-struct fg_tokenize *fg_tokenize_start(struct fg_loop *loop, int fd, const char *body, size_t len,
-				      uint64_t timeout_ns, fg_tokenize_cb cb, void *ctx);
+/* AUTH_LINE: "Authorization: Bearer KEY\r\n" when the engine takes a
+ * key (never a tenant's), "" otherwise. */
+struct fg_tokenize *fg_tokenize_start(struct fg_loop *loop, int fd, const char *auth_line,
+				      const char *body, size_t len, uint64_t timeout_ns,
+				      fg_tokenize_cb cb, void *ctx);
 void fg_tokenize_cancel(struct fg_tokenize *t);
 
 #endif

@@ -2,22 +2,31 @@
  * agent.metrics_listen: a tiny HTTP/1.x responder on the agent's loop that
  * renders the proxy's counters and the gateway's state (buckets, queues,
  * KV, engine window, peaks, overload) on each scrape. One response per
- * connection (scrapers reconnect), read and write bounded. */
+ * connection (scrapers reconnect), read and write bounded, each connection
+ * within a deadline; when every slot is taken the oldest connection that has
+ * not sent its request yet makes room, so idle connections cannot blind
+ * the scrapes; with agent.metrics_token_file only its bearer token is
+ * answered. */
 #include <errno.h>
 #include <math.h>
+#include <openssl/crypto.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include "agent/http/engine_scrape.h"
 #include "agent/fleet/fleet.h"
 #include "agent/kernel/kernel.h"
+#include "agent/proxy/identity.h"
 #include "agent/proxy/proxy_internal.h"
 
 #define MAX_REQUEST 8192
-#define MAX_SCRAPERS 32
+#define MAX_SCRAPERS 64
+/* a whole scrape, connect to last byte: Prometheus' default scrape_timeout */
+#define SCRAPE_DEADLINE_NS (10ull * 1000000000ull)
 
 static const double decision_bounds_s[FG_DECISION_BUCKETS] = {
 	1e-6, 2.5e-6, 5e-6, 1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4,
@@ -29,6 +38,8 @@ struct scrape {
 	struct fg_proxy *px;
 	int fd;
 	struct fg_buf in, out;
+	uint64_t timer;           /* the deadline */
+	bool asked;               /* its request is in: never evicted */
 };
 
 static int n_scrapers;
@@ -240,6 +251,32 @@ char *fg_metrics_render(struct fg_proxy *px, size_t *len)
 
 	help(&o, "fairgate_unauthenticated_total", "counter", "Requests refused with 401.");
 	fg_buf_printf(&o, "fairgate_unauthenticated_total %llu\n", (unsigned long long)m->unauthenticated);
+	help(&o, "fairgate_metrics_unauthorized_total", "counter",
+	     "Scrapes refused with 401: agent.metrics_token_file's token missing or wrong.");
+	fg_buf_printf(&o, "fairgate_metrics_unauthorized_total %llu\n",
+		      (unsigned long long)m->metrics_unauthorized);
+	help(&o, "fairgate_metrics_connections_evicted_total", "counter",
+	     "Metrics connections that had not sent a request, closed to make room for a new one.");
+	fg_buf_printf(&o, "fairgate_metrics_connections_evicted_total %llu\n",
+		      (unsigned long long)m->scrapers_evicted);
+	help(&o, "fairgate_client_connections_limit", "gauge",
+	     "agent.limits.max_connections, or the default derived from the fd limit.");
+	fg_buf_printf(&o, "fairgate_client_connections_limit %u\n", px->max_connections);
+	help(&o, "fairgate_connections_refused_total", "counter",
+	     "Client connections answered 503 and closed at accept, by the cap they met.");
+	fg_buf_printf(&o, "fairgate_connections_refused_total{cap=\"total\"} %llu\n",
+		      (unsigned long long)px->conns.refused_total);
+	fg_buf_printf(&o, "fairgate_connections_refused_total{cap=\"per_source\"} %llu\n",
+		      (unsigned long long)px->conns.refused_per_source);
+	help(&o, "fairgate_buffered_bytes", "gauge",
+	     "Request body bytes the agent holds now, all clients together.");
+	fg_buf_printf(&o, "fairgate_buffered_bytes %llu\n", (unsigned long long)px->buffered);
+	help(&o, "fairgate_buffered_bytes_limit", "gauge",
+	     "agent.limits.max_buffered_bytes, or the default derived from the memory limit.");
+	fg_buf_printf(&o, "fairgate_buffered_bytes_limit %llu\n", (unsigned long long)px->max_buffered);
+	help(&o, "fairgate_over_budget_total", "counter",
+	     "Requests refused with 503 because their body would pass the buffered-bytes budget.");
+	fg_buf_printf(&o, "fairgate_over_budget_total %llu\n", (unsigned long long)m->over_budget);
 	help(&o, "fairgate_malformed_requests_total", "counter",
 	     "Requests refused before a tenant was known (bad HTTP, oversize, timeouts).");
 	fg_buf_printf(&o, "fairgate_malformed_requests_total %llu\n", (unsigned long long)m->malformed);
@@ -383,6 +420,8 @@ char *fg_metrics_render(struct fg_proxy *px, size_t *len)
 
 static void scrape_close(struct scrape *s)
 {
+	if (s->timer)
+		fg_loop_timer_cancel(s->px->st->loop, s->timer);
 	fg_loop_del(s->px->st->loop, s->fd);
 	close(s->fd);
 	fg_buf_free(&s->in);
@@ -390,6 +429,33 @@ static void scrape_close(struct scrape *s)
 	fg_link_del(&s->link);
 	n_scrapers--;
 	free(s);
+}
+
+static void scrape_deadline(struct fg_loop *loop, void *ctx)
+{
+	struct scrape *s = ctx;
+	(void)loop;
+
+	s->timer = 0;
+	scrape_close(s);
+}
+
+/* The bearer token of the request head (NUL-terminated text) equals
+ * agent.metrics_token_file's, compared in constant time. */
+static bool token_ok(const struct fg_proxy *px, const char *req)
+{
+	size_t want = strlen(px->metrics_token);
+
+	for (const char *line = strchr(req, '\n'); line && line[1]; line = strchr(line + 1, '\n')) {
+		const char *h = line + 1;
+		if (strncasecmp(h, "authorization:", 14))
+			continue;
+		const char *v = h + 14, *end = strpbrk(v, "\r\n");
+		size_t tlen = 0;
+		const char *tok = fg_bearer_token(v, end ? (size_t)(end - v) : strlen(v), &tlen);
+		return tok && tlen == want && !CRYPTO_memcmp(tok, px->metrics_token, want);
+	}
+	return false;
 }
 
 static void scrape_answer(struct scrape *s)
@@ -402,6 +468,13 @@ static void scrape_answer(struct scrape *s)
 	if (!(get || head) || !known) {
 		fg_buf_printf(&s->out, "HTTP/1.1 404 Not Found\r\nContent-Type: text/plain\r\n"
 				       "Content-Length: 10\r\nConnection: close\r\n\r\nnot found\n");
+		return;
+	}
+	if (s->px->metrics_token[0] && !token_ok(s->px, req)) {
+		s->px->metrics.metrics_unauthorized++;
+		fg_buf_printf(&s->out, "HTTP/1.1 401 Unauthorized\r\nContent-Type: text/plain\r\n"
+				       "WWW-Authenticate: Bearer\r\nContent-Length: 13\r\n"
+				       "Connection: close\r\n\r\nunauthorized\n");
 		return;
 	}
 	size_t len = 0;
@@ -443,6 +516,7 @@ static void scrape_cb(struct fg_loop *loop, int fd, uint32_t events, void *ctx)
 		}
 		if (!strstr(fg_buf_head(&s->in), "\r\n\r\n") && !strstr(fg_buf_head(&s->in), "\n\n"))
 			return;
+		s->asked = true;
 		scrape_answer(s);
 		fg_loop_mod(loop, fd, EPOLLOUT);
 	}
@@ -471,6 +545,20 @@ static void metrics_accept(struct fg_loop *loop, int fd, uint32_t events, void *
 				return;
 			continue;
 		}
+		if (n_scrapers >= MAX_SCRAPERS) {
+			/* the oldest that has not asked yet makes room (the list
+			 * is newest first); if all are being answered, this waits */
+			struct scrape *idle = NULL;
+			for (struct fg_link *l = scrapers.next; l != &scrapers; l = l->next) {
+				struct scrape *o = fg_container_of(l, struct scrape, link);
+				if (!o->asked)
+					idle = o;
+			}
+			if (idle) {
+				px->metrics.scrapers_evicted++;
+				scrape_close(idle);
+			}
+		}
 		struct scrape *s = n_scrapers < MAX_SCRAPERS ? calloc(1, sizeof(*s)) : NULL;
 		if (!s || fg_loop_add(loop, cfd, EPOLLIN | EPOLLRDHUP, scrape_cb, s)) {
 			free(s);
@@ -479,6 +567,7 @@ static void metrics_accept(struct fg_loop *loop, int fd, uint32_t events, void *
 		}
 		s->px = px;
 		s->fd = cfd;
+		s->timer = fg_loop_timer(loop, SCRAPE_DEADLINE_NS, scrape_deadline, s);
 		fg_link_add(&scrapers, &s->link);
 		n_scrapers++;
 	}

@@ -16,6 +16,9 @@ struct fg_metrics {
 	uint64_t decision_hist[FG_DECISION_BUCKETS + 1]; /* last = +Inf only */
 	uint64_t unauthenticated;       /* 401s */
 	uint64_t malformed;             /* requests refused before a tenant was known */
+	uint64_t metrics_unauthorized;  /* scrapes without agent.metrics_token_file's token */
+	uint64_t scrapers_evicted;      /* idle metrics connections closed to make room */
+	uint64_t over_budget;           /* 503s: a body past agent.limits.max_buffered_bytes */
 	uint64_t connections_total;
 	uint64_t engine_connects;
 	uint64_t engine_failures;

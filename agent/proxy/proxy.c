@@ -14,12 +14,30 @@
 #include <unistd.h>
 
 #include "agent/kernel/bucket_restore.h"
+#include "lib/cgroup_memory.h"
 #include "agent/fleet/fleet.h"
+#include "agent/http/engine_scrape.h"
 #include "agent/kernel/kernel.h"
 #include "agent/proxy/proxy.h"
 #include "agent/proxy/proxy_internal.h"
 
 #define ACCEPT_BATCH 64
+
+#define OVERLOAD_LOG_NS 1000000000ull
+
+void fg_overload_log(struct fg_proxy *px, const char *what)
+{
+	uint64_t now = fg_now_ns();
+
+	if (px->overload_log_ns && now - px->overload_log_ns < OVERLOAD_LOG_NS) {
+		px->overload_quiet++;
+		return;
+	}
+	fprintf(stderr, "fairgated: overload: refused past the %s (%" PRIu64 " more not logged since the last line)\n",
+		what, px->overload_quiet);
+	px->overload_log_ns = now;
+	px->overload_quiet = 0;
+}
 
 static void accept_cb(struct fg_loop *loop, int fd, uint32_t events, void *ctx)
 {
@@ -34,7 +52,8 @@ static void accept_cb(struct fg_loop *loop, int fd, uint32_t events, void *ctx)
 		if (cfd < 0) {
 			int e = errno;
 			if (e == EMFILE || e == ENFILE)
-				fprintf(stderr, "fairgated: accept: %s\n", strerror(e));
+				fg_overload_log(px, e == EMFILE ? "process's fd limit (accept: EMFILE)"
+								: "system's fd limit (accept: ENFILE)");
 			if (fg_loop_accept_failed(loop, fd, e)) /* parks the listener on EMFILE */
 				return;
 			continue;
@@ -83,6 +102,41 @@ static void take_config(struct fg_proxy *px, const struct fg_policy *p)
 	px->upstream_ns = (uint64_t)(a->upstream_timeout_s * 1e9);
 	px->tokenize_ns = (uint64_t)(a->tokenize_timeout_s * 1e9);
 	px->max_body = a->max_body_bytes ? a->max_body_bytes : (8u << 20);
+	px->max_connections = a->limits.max_connections ? a->limits.max_connections
+							: px->derived_connections;
+	px->max_per_source = a->limits.max_connections_per_source;
+	px->max_buffered = a->limits.max_buffered_bytes ? a->limits.max_buffered_bytes
+							: px->derived_buffered;
+	if (px->max_buffered < px->max_body)
+		px->max_buffered = px->max_body; /* the largest body allowed can always be held */
+}
+
+/* The engine's Authorization line from agent.engine_api_key_file, read
+ * again on every apply so a rotated key takes effect on reload. */
+static int load_engine_auth(const struct fg_agent *a, char out[FG_ENGINE_AUTH_MAX], char *err,
+			    size_t errlen)
+{
+	char key[FG_SECRET_LINE_MAX + 1];
+
+	out[0] = 0;
+	if (!a->engine_api_key_file[0])
+		return 0;
+	if (fg_secret_line_read(a->engine_api_key_file, "agent.engine_api_key_file", key, sizeof(key),
+				err, errlen) < 0)
+		return -1;
+	snprintf(out, FG_ENGINE_AUTH_MAX, "Authorization: Bearer %s\r\n", key);
+	explicit_bzero(key, sizeof(key));
+	return 0;
+}
+
+static int load_metrics_token(const struct fg_agent *a, char out[FG_SECRET_LINE_MAX + 1], char *err,
+			      size_t errlen)
+{
+	out[0] = 0;
+	if (!a->metrics_token_file[0])
+		return 0;
+	return fg_secret_line_read(a->metrics_token_file, "agent.metrics_token_file", out,
+				   FG_SECRET_LINE_MAX + 1, err, errlen) < 0 ? -1 : 0;
 }
 
 int fg_proxy_start(struct fg_agent_state *st, char *err, size_t errlen)
@@ -103,7 +157,14 @@ int fg_proxy_start(struct fg_agent_state *st, char *err, size_t errlen)
 	fg_pool_init(&px->long_pool, "long-context pool");
 	fg_link_init(&px->busy);
 	st->proxy = px;
+	px->derived_connections = fg_conn_default_max();
+	uint64_t mem_limit = fg_cgroup_memory_limit_self();
+	px->derived_buffered = mem_limit ? (uint64_t)((double)mem_limit * FG_BUFFERED_SHARE_OF_LIMIT)
+					 : FG_BUFFERED_DEFAULT;
 	take_config(px, st->policy);
+	if (load_engine_auth(a, px->engine_auth, err, errlen) ||
+	    load_metrics_token(a, px->metrics_token, err, errlen))
+		goto fail;
 
 	if (fg_pool_set(px, &px->engine, &a->engine)) {
 		snprintf(err, errlen, "agent.engine: '%s' is not a numeric address", a->engine.host);
@@ -141,6 +202,14 @@ int fg_proxy_start(struct fg_agent_state *st, char *err, size_t errlen)
 	char where[64];
 	fg_socket_desc(px->listen_fd, where, sizeof(where));
 	char engine[FG_HOSTPORT_MAX + 8], metrics[FG_HOSTPORT_MAX + 8];
+	fprintf(stderr, "fairgated: client connections: at most %u in all (%s), %u per source address\n",
+		px->max_connections,
+		a->limits.max_connections ? "agent.limits.max_connections" : "from the fd limit",
+		px->max_per_source);
+	fprintf(stderr, "fairgated: request bodies held: at most %" PRIu64 " bytes in all (%s)\n",
+		px->max_buffered,
+		a->limits.max_buffered_bytes ? "agent.limits.max_buffered_bytes"
+		: mem_limit ? "half the memory cgroup's limit" : "no memory cgroup limit: the fixed default");
 	fprintf(stderr, "fairgated: proxy on %s (%s mode), engine %s, metrics %s\n", where,
 		a->mode == FG_MODE_TRANSPARENT ? "transparent" : "front",
 		fg_hostport_format(&a->engine, engine, sizeof(engine)),
@@ -153,26 +222,45 @@ fail:
 	return -1;
 }
 
-int fg_proxy_apply_policy(struct fg_agent_state *st, const struct fg_policy *p)
+int fg_proxy_apply_policy(struct fg_agent_state *st, const struct fg_policy *p, char *err,
+			  size_t errlen)
 {
 	struct fg_proxy *px = st->proxy;
 	struct sockaddr_storage ss;
 	socklen_t len;
 	const struct fg_hostport *lc = &p->agent.long_context_upstream;
+	char engine_auth[FG_ENGINE_AUTH_MAX], metrics_token[FG_SECRET_LINE_MAX + 1];
 
 	if (!px)
 		return 0;
 	if (fg_hostport_sockaddr(&p->agent.engine, &ss, &len) ||
-	    (lc->host[0] && fg_hostport_sockaddr(lc, &ss, &len)))
+	    (lc->host[0] && fg_hostport_sockaddr(lc, &ss, &len))) {
+		snprintf(err, errlen, "agent.engine or agent.long_context.upstream is not a numeric address");
 		return -1;
-	if (fg_tenants_apply(&px->tenants, p))
+	}
+	if (load_engine_auth(&p->agent, engine_auth, err, errlen))
 		return -1;
+	if (load_metrics_token(&p->agent, metrics_token, err, errlen)) {
+		explicit_bzero(engine_auth, sizeof(engine_auth));
+		return -1;
+	}
+	if (fg_tenants_apply(&px->tenants, p)) {
+		explicit_bzero(engine_auth, sizeof(engine_auth));
+		explicit_bzero(metrics_token, sizeof(metrics_token));
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
 	/* nothing fails from here: the gateway follows tenants by name; a new
 	 * engine address lets connections in use finish and drops pooled ones */
 	const struct fg_policy *old = px->gw->policy;
 	fg_gw_reload(px->gw, p, fg_now_ns());
 	fg_fleet_apply_policy(px, p);
 	take_config(px, p);
+	memcpy(px->engine_auth, engine_auth, sizeof(engine_auth));
+	explicit_bzero(engine_auth, sizeof(engine_auth));
+	memcpy(px->metrics_token, metrics_token, sizeof(metrics_token));
+	explicit_bzero(metrics_token, sizeof(metrics_token));
+	fg_engine_scrape_set_auth(px->scrape, px->engine_auth);
 	fg_pool_set(px, &px->engine, &p->agent.engine);
 	fg_pool_set(px, &px->long_pool, lc);
 	fg_sched_apply_policy(px, old, p);
@@ -213,6 +301,7 @@ void fg_proxy_stop(struct fg_agent_state *st)
 	if (px->gw)
 		fg_sched_stop(px); /* after the clients: they settle into the gateway */
 	fg_tenants_free(&px->tenants);
+	fg_conn_limits_free(&px->conns);
 	fg_buf_free(&px->scratch);
 	free(px);
 	st->proxy = NULL;

@@ -109,12 +109,14 @@ static int on_headers(http_parser *p)
 		x->reject_status = 417;
 		return -1;
 	}
-	/* flushed when the read handler finishes: never close c from a callback */
-	if (cont && (has_length || chunked) && p->http_minor >= 1)
-		fg_buf_append(&c->out, "HTTP/1.1 100 Continue\r\n\r\n", 25);
-	if (has_length && fg_buf_reserve(&x->body, p->content_length)) {
-		x->reject_status = 500;
-		return -1;
+	/* A body is not read, nor 100 Continue sent, before the request's key
+	 * and path are judged: the parser stops here and process_input judges
+	 * them outside the callback (check_heads). The body buffer then grows
+	 * with what arrives, never with what Content-Length declares. */
+	if (has_length || chunked) {
+		x->want_continue = cont && p->http_minor >= 1;
+		x->heads_pending = true;
+		http_parser_pause(p, 1);
 	}
 	return 0;
 }
@@ -128,10 +130,16 @@ static int on_body(http_parser *p, const char *at, size_t len)
 		x->reject_status = 413;
 		return -1;
 	}
+	if (c->px->buffered + len > c->px->max_buffered) {
+		x->reject_status = 503;
+		return -1;
+	}
 	if (fg_buf_append(&x->body, at, len)) {
 		x->reject_status = 500;
 		return -1;
 	}
+	x->body_held += len;
+	c->px->buffered += len;
 	return 0;
 }
 
@@ -171,17 +179,55 @@ void fg_client_update_events(struct fg_client *c)
 	}
 }
 
+/* Past a connection cap: a short 503 and close, before any request is
+ * read. What the client already sent is read away first, so the close is a
+ * FIN after the answer rather than an RST that could discard it. */
+static void refuse_connection(struct fg_proxy *px, int fd, enum fg_conn_verdict v)
+{
+	char sink[4096], msg[200];
+	struct fg_buf out = { 0 };
+
+	if (v == FG_CONN_OVER_SOURCE)
+		snprintf(msg, sizeof(msg),
+			 "too many connections from your address (%u, agent.limits.max_connections_per_source); reuse a keep-alive connection or retry shortly",
+			 px->max_per_source);
+	else
+		snprintf(msg, sizeof(msg),
+			 "the gateway has as many client connections as it serves (%u, agent.limits.max_connections); retry shortly",
+			 px->max_connections);
+	fg_overload_log(px, v == FG_CONN_OVER_SOURCE ? "per-source connection cap" : "connection cap");
+	while (recv(fd, sink, sizeof(sink), MSG_DONTWAIT) > 0)
+		;
+	if (!fg_http_error(&out, 503, "server_error", "overloaded", NULL, msg, "Retry-After: 1\r\n", true))
+		(void)!send(fd, fg_buf_head(&out), fg_buf_used(&out), MSG_DONTWAIT | MSG_NOSIGNAL);
+	fg_buf_free(&out);
+	shutdown(fd, SHUT_WR);
+	close(fd);
+}
+
 void fg_client_accept(struct fg_proxy *px, int fd, const struct sockaddr_storage *peer,
 		      socklen_t peer_len)
 {
-	struct fg_client *c = calloc(1, sizeof(*c));
+	struct fg_conn_source *source;
+	enum fg_conn_verdict v = fg_conn_admit(&px->conns, peer, px->n_clients, px->max_connections,
+					       px->max_per_source,
+					       fg_source_trusted(&px->st->policy->agent,
+								 (const struct sockaddr *)peer),
+					       &source);
+	if (v == FG_CONN_OVER_TOTAL || v == FG_CONN_OVER_SOURCE) {
+		refuse_connection(px, fd, v);
+		return;
+	}
+	struct fg_client *c = v == FG_CONN_OK ? calloc(1, sizeof(*c)) : NULL;
 	int one = 1;
 
 	if (!c) {
+		fg_conn_release(&px->conns, source);
 		close(fd);
 		return;
 	}
 	c->px = px;
+	c->source = source;
 	c->fd = fd;
 	memcpy(&c->peer, peer, peer_len);
 	c->peer_len = peer_len;
@@ -194,6 +240,7 @@ void fg_client_accept(struct fg_proxy *px, int fd, const struct sockaddr_storage
 	c->deadline_ns = fg_now_ns() + px->header_ns;
 	c->timeout_status = 0;
 	if (fg_loop_add(px->st->loop, fd, c->events, client_cb, c)) {
+		fg_conn_release(&px->conns, source);
 		close(fd);
 		free(c);
 		return;
@@ -224,6 +271,7 @@ static void exchange_reset(struct fg_client *c)
 		fg_tenant_unref(&c->px->tenants, x->tenant);
 	free(x->fwd_body);
 	fg_sse_free(&x->sse_state);
+	c->px->buffered -= x->body_held;
 	struct fg_buf body = x->body, copy = x->resp_copy;
 	fg_hdrs_reset(&x->hdrs);
 	fg_hdrs_reset(&x->rhdrs);
@@ -257,6 +305,7 @@ void fg_client_close(struct fg_client *c)
 	fg_buf_free(&c->out);
 	fg_link_del(&c->link);
 	px->n_clients--;
+	fg_conn_release(&px->conns, c->source);
 	explicit_bzero(c->key, sizeof(c->key)); /* no client's key outlives its connection */
 	free(c);
 }
@@ -346,6 +395,22 @@ void fg_client_error(struct fg_client *c, int status, const char *type, const ch
 	}
 }
 
+/* A body the buffered-bytes budget cannot hold: the client may retry soon
+ * (the bodies held now are forwarded or refused within body_s). */
+static void over_budget(struct fg_client *c)
+{
+	char msg[200];
+
+	c->px->metrics.over_budget++;
+	fg_overload_log(c->px, "buffered-bytes budget");
+	snprintf(msg, sizeof(msg),
+		 "the gateway holds as many request bytes as its memory budget allows (%" PRIu64
+		 " bytes, agent.limits.max_buffered_bytes); retry shortly",
+		 c->px->max_buffered);
+	c->x.complete = false; /* the body was not read: the connection cannot be reused */
+	fg_client_error(c, 503, "server_error", "overloaded", NULL, msg, "Retry-After: 1\r\n");
+}
+
 static void bad_http(struct fg_client *c)
 {
 	struct fg_exchange *x = &c->x;
@@ -362,6 +427,10 @@ static void bad_http(struct fg_client *c)
 		snprintf(msg, sizeof(msg), "only 'Expect: 100-continue' is supported");
 	else if (status == 500)
 		snprintf(msg, sizeof(msg), "out of memory while reading the request");
+	else if (status == 503) {
+		over_budget(c);
+		return;
+	}
 	else
 		snprintf(msg, sizeof(msg), "malformed HTTP request: %s", http_errno_description(e));
 	count_refusal(c, FG_OUT_BAD_REQUEST);
@@ -765,7 +834,7 @@ static bool count_first(struct fg_client *c)
 		return false;
 	}
 	x->tok_started_ns = fg_now_ns();
-	x->tok = fg_tokenize_start(px->st->loop, fd, body, len, px->tokenize_ns, counted, c);
+	x->tok = fg_tokenize_start(px->st->loop, fd, px->engine_auth, body, len, px->tokenize_ns, counted, c);
 	free(body);
 	if (!x->tok) {
 		px->metrics.tokenize[FG_TOKENIZE_FAILED]++;
@@ -828,6 +897,35 @@ static void unmetered(struct fg_client *c)
 	fg_proxy_dispatch(c);
 }
 
+/* The headers of a request with a body are in: refuse it now when its
+ * path or key does (the client's body is then never read or held), else
+ * invite the body. false: refused (the connection is closing). */
+static bool check_heads(struct fg_client *c)
+{
+	struct fg_proxy *px = c->px;
+	struct fg_exchange *x = &c->x;
+	const char *why = NULL;
+
+	x->heads_pending = false;
+	if (!route(c))
+		return false;
+	if (!identify(c, &why) && !x->route.public_path) {
+		px->metrics.unauthenticated++;
+		fg_client_error(c, 401, "invalid_request_error", "invalid_api_key", NULL, why,
+				"WWW-Authenticate: Bearer\r\n");
+		return false;
+	}
+	/* a declared length that cannot be held is refused before it is sent */
+	uint64_t declared = c->parser.flags & F_CHUNKED ? 0 : c->parser.content_length;
+	if (declared != ULLONG_MAX && px->buffered + declared > px->max_buffered) {
+		over_budget(c);
+		return false;
+	}
+	if (x->want_continue)
+		fg_buf_append(&c->out, "HTTP/1.1 100 Continue\r\n\r\n", 25);
+	return true;
+}
+
 static void handle_request(struct fg_client *c)
 {
 	struct fg_proxy *px = c->px;
@@ -876,7 +974,9 @@ static bool fast_request(struct fg_client *c)
 	if (!head)
 		return false;
 	uint64_t body = clen == UINT64_MAX ? 0 : clen;
-	if (body > c->px->max_body || n - head < body || (body && fg_buf_reserve(&x->body, body))) {
+	if (body > c->px->max_body || n - head < body ||
+	    c->px->buffered + body > c->px->max_buffered ||
+	    (body && fg_buf_reserve(&x->body, body))) {
 		/* a 413, a body still on its way, no memory: http_parser's cases */
 		fg_hdrs_reset(&x->hdrs);
 		return false;
@@ -892,6 +992,8 @@ static bool fast_request(struct fg_client *c)
 	c->parser.http_minor = 1;
 	c->keep_alive = true;
 	fg_buf_append(&x->body, p + head, body); /* room reserved above */
+	x->body_held = body;
+	c->px->buffered += body;
 	fg_buf_consume(&c->in, head + body);
 	return true;
 }
@@ -906,6 +1008,12 @@ static void process_input(struct fg_client *c)
 		size_t used = fg_buf_used(&c->in);
 		size_t n = http_parser_execute(&c->parser, &fg_client_req_settings, fg_buf_head(&c->in), used);
 		fg_buf_consume(&c->in, n);
+		if (c->x.heads_pending) {
+			http_parser_pause(&c->parser, 0);
+			if (!check_heads(c))
+				break;
+			continue;
+		}
 		if (c->x.complete) {
 			http_parser_pause(&c->parser, 0);
 			handle_request(c);
@@ -927,6 +1035,8 @@ static int read_input(struct fg_client *c)
 		if (c->state != CL_READING && c->state != CL_CLOSING &&
 		    fg_buf_used(&c->in) >= FG_PIPELINE_MAX)
 			return 0; /* enough read ahead; EPOLLRDHUP still reports a hangup */
+		if (c->state == CL_READING && fg_buf_used(&c->in) >= FG_READ_AHEAD_MAX)
+			return 0; /* the parser takes this first; epoll calls again */
 		if (fg_buf_reserve(&c->in, READ_CHUNK)) {
 			fg_client_close(c);
 			return -1;

@@ -24,16 +24,19 @@
 #include "lib/buf.h"
 #include "lib/list.h"
 #include "lib/listen.h"
+#include "lib/secret_file.h"
 #include "agent/http/http_headers.h"
 #include "agent/http/engine_tokenize.h"
 #include "agent/http/http_request.h"
 #include "agent/http/http_sse.h"
+#include "agent/proxy/conn_limits.h"
 #include "agent/proxy/metrics.h"
 #include "agent/proxy/tenant_table.h"
 #include "policy/policy_addr.h"
 #include "policy/gateway.h"
 
 #define FG_TENANT_HEADER "x-fairgate-tenant"
+#define FG_ENGINE_AUTH_MAX (FG_SECRET_LINE_MAX + sizeof("Authorization: Bearer \r\n"))
 #define FG_SWEEP_NS 100000000ull        /* timeout sweep period */
 #define FG_LINGER_NS 2000000000ull      /* drain a closing client this long */
 #define FG_CONNECT_TIMEOUT_NS 5000000000ull
@@ -42,6 +45,15 @@
 #define FG_OUT_HIGH (1u << 20)          /* stop reading the engine above this */
 #define FG_OUT_LOW (256u << 10)         /* resume below this */
 #define FG_PIPELINE_MAX (64u << 10)     /* buffered bytes of a next request */
+/* What one read pass takes from a client before the parser consumes it:
+ * a fast sender's bytes wait in its socket, not in the agent. */
+#define FG_READ_AHEAD_MAX (256u << 10)
+/* agent.limits.max_buffered_bytes when the policy leaves it out: this share
+ * of the container's memory limit (the rest is the agent's baseline, its
+ * maps, the rewritten copies and relay buffers, and the allocator's
+ * slack), or a fixed budget when the agent runs under no limit. */
+#define FG_BUFFERED_SHARE_OF_LIMIT 0.5
+#define FG_BUFFERED_DEFAULT (256ull << 20)
 #define FG_RESP_COPY_MAX (16u << 20)    /* non-stream body kept for usage */
 #define FG_KEY_MEMO_MAX 128             /* longest bearer key a connection remembers */
 
@@ -63,6 +75,9 @@ struct fg_exchange {
 	uint32_t url, url_len;    /* offsets into hdrs.raw */
 	struct fg_buf body;
 	int reject_status;        /* set by parser callbacks: 413, 431... */
+	bool heads_pending;       /* headers in, body to come: checked before it is read */
+	uint64_t body_held;       /* bytes of body counted in px->buffered */
+	bool want_continue;       /* Expect: 100-continue, answered once the key is known */
 	uint64_t started_ns, decided_ns;
 
 	enum fg_api api;
@@ -123,6 +138,7 @@ struct fg_client {
 	bool closing_sent;        /* shutdown(SHUT_WR) done */
 	bool read_eof;
 	struct fg_tenant_rt *learned; /* tenant last published for this source */
+	struct fg_conn_source *source; /* its count against the per-source cap */
 	/* the last bearer key this connection sent and its SHA-256: a
 	 * keep-alive client sends the same key with every request, and
 	 * hashing it again cost ~7% of the request path (wiped at close) */
@@ -176,6 +192,9 @@ struct fg_proxy {
 	struct fg_tenant_table tenants;
 	struct fg_fleet *fleet;   /* agent.fleet (agent/fleet/fleet.c); NULL alone */
 	struct fg_link clients;
+	struct fg_conn_limits conns; /* per source and in all (conn_limits.c) */
+	uint32_t max_connections, max_per_source; /* from the policy, or derived */
+	uint32_t derived_connections;
 	struct fg_link busy;
 	uint32_t n_clients, n_busy;
 	uint64_t sweep_timer;
@@ -186,6 +205,15 @@ struct fg_proxy {
 	/* from the policy, in ns / bytes */
 	uint64_t header_ns, body_ns, idle_ns, upstream_ns, tokenize_ns;
 	uint64_t max_body;
+	uint64_t max_buffered;    /* agent.limits.max_buffered_bytes, or derived at start */
+	uint64_t derived_buffered; /* the default: from the cgroup's memory limit */
+	uint64_t buffered;        /* request body bytes held by all clients now */
+	uint64_t overload_log_ns; /* fg_overload_log: when it last wrote */
+	uint64_t overload_quiet;  /* and how many it kept quiet since */
+	/* "Authorization: Bearer <agent.engine_api_key_file>\r\n", or "" when
+	 * the engine takes no key: the one Authorization the engine ever sees */
+	char engine_auth[FG_ENGINE_AUTH_MAX];
+	char metrics_token[FG_SECRET_LINE_MAX + 1]; /* agent.metrics_token_file; "" = open */
 
 	/* proxy_sched.c */
 	uint64_t pump_timer;      /* a dispatch pass is scheduled */
@@ -220,6 +248,10 @@ static inline int fg_proxy_listen(const struct fg_hostport *hp, char *err, size_
 /* proxy_transparent.c: transparent mode's listener (agent.listen, or an
  * ephemeral dual-stack loopback port), handed to steer. */
 int fg_proxy_transparent_listen(struct fg_agent_state *st, char *err, size_t errlen);
+
+/* proxy.c: one log line per second at most for refusals under overload
+ * (a flood of them must not fill the log); WHAT names the limit. */
+void fg_overload_log(struct fg_proxy *px, const char *what);
 
 /* proxy_client.c */
 /* libhttp-parser callbacks that collect a client's request into c->x

@@ -279,6 +279,7 @@ static void scrape_engine(struct fg_proxy *px, const struct fg_hostport *engine)
 	if (engine->host[0])
 		px->scrape = fg_engine_scrape_start(px->st->loop, engine, SCRAPE_PERIOD_NS,
 						    on_engine_metrics, px);
+	fg_engine_scrape_set_auth(px->scrape, px->engine_auth);
 }
 
 /* ---- lifecycle ------------------------------------------------------------------------- */

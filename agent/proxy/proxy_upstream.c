@@ -214,7 +214,10 @@ static int build_request(struct fg_client *c, struct fg_upstream *u)
 	rc |= fg_buf_append(o, h->raw.data + x->url, x->url_len);
 	rc |= fg_buf_append_str(o, " HTTP/1.1\r\n");
 	for (uint32_t i = 0; i < h->n; i++) {
-		if (fg_hop_by_hop(h, i) || fg_hdr_is(h, i, FG_TENANT_HEADER))
+		/* the tenant's credentials stop here: a process that takes the
+		 * engine's port must learn no key (identify() reads these two) */
+		if (fg_hop_by_hop(h, i) || fg_hdr_is(h, i, FG_TENANT_HEADER) ||
+		    fg_hdr_is(h, i, "authorization"))
 			continue;
 		has_host |= fg_hdr_is(h, i, "host");
 		rc |= fg_buf_append(o, h->raw.data + h->h[i].name, h->h[i].name_len);
@@ -224,6 +227,7 @@ static int build_request(struct fg_client *c, struct fg_upstream *u)
 	}
 	if (!has_host)
 		rc |= fg_buf_append_str(o, "Host: engine\r\n");
+	rc |= fg_buf_append_str(o, c->px->engine_auth);
 	if (x->tenant) {
 		rc |= fg_buf_append_str(o, FG_TENANT_HEADER ": ");
 		rc |= fg_buf_append_str(o, x->tenant->name);

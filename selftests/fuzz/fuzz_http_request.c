@@ -165,6 +165,7 @@ static void next_exchange(struct fg_exchange *x)
 	fg_buf_reset(&x->body);
 	x->url = x->url_len = 0;
 	x->started = x->headers_done = x->complete = false;
+	x->heads_pending = x->want_continue = false;
 	x->reject_status = 0;
 }
 
@@ -203,6 +204,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 							 (const char *)data + off, end - off);
 			FUZZ_CHECK(got <= end - off, "parser consumed %zu of %zu", got, end - off);
 			off += got;
+			if (x->heads_pending) {
+				/* the proxy judges the key here (check_heads): the
+				 * harness lets every request's body come */
+				FUZZ_CHECK(x->headers_done, "paused for a body before the headers");
+				x->heads_pending = false;
+				http_parser_pause(&c->parser, 0);
+				continue;
+			}
 			if (x->complete) {
 				FUZZ_CHECK(x->headers_done && !x->reject_status,
 					   "complete without headers, or refused (%d)", x->reject_status);

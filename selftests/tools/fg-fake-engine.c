@@ -2,7 +2,7 @@
  * fairgate-sim does not produce (its tokenizer makes every text 4 bytes a
  * token, and it always honours max_tokens). Used by the metering e2e test.
  *
- *   fg-fake-engine --listen HOST:PORT [--log FILE] [--ignore-max-tokens N]
+ *   fg-fake-engine --listen HOST:PORT [--log FILE] [--auth-log FILE] [--ignore-max-tokens N]
  *                  [--tokenize-delay-ms N] [--tokenize-status S]
  *
  * Its tokenizer compresses and expands as real ones do on unusual text: a
@@ -15,7 +15,9 @@
  * (vLLM's answer; delayed or failing on request), POST /v1/embeddings,
  * POST /v1/audio/... (any body: {"ok": true}, for passthrough entries),
  * GET /health, /metrics, /v1/models, /version.
- * --log appends one line per request: "METHOD PATH BODY" as received. */
+ * --log appends one line per request: "METHOD PATH BODY" as received;
+ * --auth-log one line per request: "METHOD PATH AUTHORIZATION" ("-" when the
+ * request had none), to see what credentials reach the engine. */
 #include <errno.h>
 #include <jansson.h>
 #include <signal.h>
@@ -31,6 +33,7 @@
 
 static struct {
 	FILE *log;
+	FILE *auth_log;
 	long ignore_max_tokens;     /* > 0: generate this many whatever max_tokens says */
 	long tokenize_delay_ms;
 	int tokenize_status;
@@ -226,6 +229,11 @@ static void on_request(void *ctx, struct sim_http_conn *c, const struct sim_http
 			r->body ? r->body : "");
 		fflush(opt.log);
 	}
+	if (opt.auth_log) {
+		fprintf(opt.auth_log, "%s %s %s\n", r->method, r->path,
+			r->authorization ? r->authorization : "-");
+		fflush(opt.auth_log);
+	}
 	if (!strcmp(r->method, "GET") && (!strcmp(r->path, "/health") || !strcmp(r->path, "/metrics"))) {
 		sim_http_respond(c, 200, "text/plain", "", "", 0);
 		return;
@@ -299,6 +307,8 @@ int main(int argc, char **argv)
 			i++;
 		else if (!strcmp(a, "--log") && v && (opt.log = fopen(v, "a")))
 			i++;
+		else if (!strcmp(a, "--auth-log") && v && (opt.auth_log = fopen(v, "a")))
+			i++;
 		else if (!strcmp(a, "--ignore-max-tokens") && v)
 			opt.ignore_max_tokens = atol(argv[++i]);
 		else if (!strcmp(a, "--tokenize-delay-ms") && v)
@@ -306,7 +316,7 @@ int main(int argc, char **argv)
 		else if (!strcmp(a, "--tokenize-status") && v)
 			opt.tokenize_status = atoi(argv[++i]);
 		else {
-			fprintf(stderr, "usage: fg-fake-engine --listen HOST:PORT [--log FILE] "
+			fprintf(stderr, "usage: fg-fake-engine --listen HOST:PORT [--log FILE] [--auth-log FILE] "
 					"[--ignore-max-tokens N] [--tokenize-delay-ms N] [--tokenize-status S]\n");
 			return 2;
 		}
@@ -338,5 +348,7 @@ int main(int argc, char **argv)
 	close(sfd);
 	if (opt.log)
 		fclose(opt.log);
+	if (opt.auth_log)
+		fclose(opt.auth_log);
 	return 0;
 }

@@ -548,6 +548,28 @@ static const struct bad_case bad_cases[] = {
 	{ T1 "agent:\n  fleet: {redis: r:6379, perod_s: 1}\n", 0, 6, 26, "unknown key 'perod_s' in agent.fleet; did you mean 'period_s'?" },
 	{ TB "    fleet_floor_units_per_s: 2\n", 0, 7, 30,
 	  "fleet_floor_units_per_s 2 exceeds the tenant's 1 units/s" },
+	/* agent.limits, the engine's key, the metrics token */
+	{ T1 "agent:\n  limits: {max_connections: 0}\n", 0, 6, 29,
+	  "agent.limits.max_connections must be in [1, 16777216], got 0" },
+	{ T1 "agent:\n  limits: {max_connections: 100, max_connections_per_source: 200}\n", 0, 6, 62,
+	  "agent.limits.max_connections_per_source 200 exceeds agent.limits.max_connections 100" },
+	{ T1 "agent:\n  limits: {max_buffered_bytes: 1000}\n", 0, 6, 32,
+	  "agent.limits.max_buffered_bytes must be in [1048576, 8589934592], got 1000" },
+	{ T1 "agent:\n  limits: {max_buffered_bytes: 2097152}\n  max_body_bytes: 4194304\n", 0, 6, 32,
+	  "agent.limits.max_buffered_bytes 2097152 is below agent.max_body_bytes 4194304" },
+	{ T1 "agent:\n  limits: {max_buffered_bytes: 4194304.5}\n", 0, 6, 32,
+	  "agent.limits.max_buffered_bytes must be a whole number, got 4194304.5" },
+	{ T1 "agent:\n  limits: {max_inflight_per_tenant: -1}\n", 0, 6, 37,
+	  "agent.limits.max_inflight_per_tenant must be in [1, 1048576], got -1" },
+	{ T1 "agent:\n  limits: {max_conections: 5}\n", 0, 6, 12,
+	  "unknown key 'max_conections' in agent.limits; did you mean 'max_connections'?" },
+	{ T1 "agent:\n  limits: [1, 2]\n", 0, 6, 11, "agent.limits must be a mapping" },
+	{ T1 "agent:\n  engine_api_key_file: engine.key\n", 0, 6, 24,
+	  "agent.engine_api_key_file must be an absolute path" },
+	{ T1 "agent:\n  metrics_token_file: ''\n", 0, 6, 23,
+	  "agent.metrics_token_file must be an absolute path" },
+	{ T1 "agent:\n  metrics_listen: off\n  metrics_token_file: /run/metrics.token\n", 0, 7, 23,
+	  "agent.metrics_token_file is set but agent.metrics_listen is off" },
 };
 
 static void test_malformed_table(void **state)
@@ -850,6 +872,52 @@ static void test_fleet_block(void **state)
 	free(p);
 }
 
+/* agent.limits: left out, the two derived limits stay 0 (the agent fills
+ * them at start) and the others take their defaults; each can be set alone;
+ * the key files are paths. */
+static void test_limits_block(void **state)
+{
+	(void)state;
+	struct fg_policy *p = malloc(sizeof(*p));
+	static const struct {
+		const char *agent;
+		uint32_t conns, per_source, inflight;
+		uint64_t buffered;
+	} rows[] = {
+		{ "", 0, 256, 256, 0 },
+		{ "agent: {limits: {}}\n", 0, 256, 256, 0 },
+		{ "agent: {limits: {max_connections: 900}}\n", 900, 256, 256, 0 },
+		{ "agent: {limits: {max_connections: 100}}\n", 100, 256, 256, 0 }, /* the default per source is not checked against it */
+		{ "agent: {limits: {max_connections: 100, max_connections_per_source: 100}}\n", 100, 100, 256, 0 },
+		{ "agent: {limits: {max_connections_per_source: 1}}\n", 0, 1, 256, 0 },
+		{ "agent: {limits: {max_buffered_bytes: 8388608}}\n", 0, 256, 256, 8u << 20 },
+		{ "agent: {limits: {max_buffered_bytes: 8589934592}}\n", 0, 256, 256, 1ull << 33 },
+		{ "agent: {max_body_bytes: 1048576, limits: {max_buffered_bytes: 1048576}}\n", 0, 256, 256, 1u << 20 },
+		{ "agent: {limits: {max_inflight_per_tenant: 1}}\n", 0, 256, 1, 0 },
+		{ "agent:\n  limits:\n    max_connections: 10000\n    max_connections_per_source: 64\n"
+		  "    max_buffered_bytes: 536870912\n    max_inflight_per_tenant: 32\n", 10000, 64, 32, 512u << 20 },
+	};
+	char yaml[512];
+
+	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+		snprintf(yaml, sizeof(yaml), "%s%s", T1, rows[i].agent);
+		assert_parses(yaml, p);
+		const struct fg_agent_limits *l = &p->agent.limits;
+		if (l->max_connections != rows[i].conns || l->max_connections_per_source != rows[i].per_source ||
+		    l->max_inflight_per_tenant != rows[i].inflight || l->max_buffered_bytes != rows[i].buffered)
+			fail_msg("row %zu: got %u %u %u %llu", i, l->max_connections,
+				 l->max_connections_per_source, l->max_inflight_per_tenant,
+				 (unsigned long long)l->max_buffered_bytes);
+	}
+	assert_string_equal(p->agent.engine_api_key_file, "");
+	assert_string_equal(p->agent.metrics_token_file, "");
+	assert_parses(T1 "agent: {engine_api_key_file: /run/secrets/engine.key,"
+		      " metrics_token_file: /run/secrets/metrics.token}\n", p);
+	assert_string_equal(p->agent.engine_api_key_file, "/run/secrets/engine.key");
+	assert_string_equal(p->agent.metrics_token_file, "/run/secrets/metrics.token");
+	free(p);
+}
+
 static void test_file_errors(void **state)
 {
 	(void)state;
@@ -879,6 +947,7 @@ int main(void)
 		cmocka_unit_test(test_deep_nesting),
 		cmocka_unit_test(test_limits),
 		cmocka_unit_test(test_fleet_block),
+		cmocka_unit_test(test_limits_block),
 		cmocka_unit_test(test_truncated_example),
 		cmocka_unit_test(test_mutated_example),
 		cmocka_unit_test(test_suggest),

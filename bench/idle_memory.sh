@@ -1,0 +1,225 @@
+#!/usr/bin/env bash
+# idle_memory.sh BUILD_DIR — what a client connection costs in memory,
+# fairgated against Debian's nginx as a plain keep-alive reverse proxy, side
+# by side in one run (`make bench` runs it through bench/run.sh).
+#
+# For each case, both proxies start fresh (so freed memory kept by an
+# allocator cannot hide a cost), one client process opens N connections to
+# one of them, and the proxy's RSS growth (fairgated's process; nginx's one
+# worker) divided by N is its cost per connection:
+#   idle     N keep-alive connections, nothing sent yet
+#   small    N connections, each after one small chat request (answered)
+#   64k      N connections, each after one request with a 64 KiB body
+#            (the bulk in the `user` field: the engine's work stays small)
+#   stream   S SSE streams open and flowing (fg-load, closed loop, reading;
+#            2,500 tokens each, so all S fit the KV pool and run at once)
+# N defaults to 10,000 (FG_BENCH_CONNS), S to 200 (FG_BENCH_STREAMS: one
+# replica runs ~128-256 sequences at once, and fairgated holds a stream's
+# request back until the engine has room for it); the ratio is
+# fairgated/nginx. ROUNDS (FG_BENCH_ROUNDS, default 3) repeat everything;
+# medians and ranges are printed at the end. User-space RSS only: the
+# kernel's socket buffers are the same for both and not counted.
+# Everything runs in namespaces it creates (fgt-imb-*) and is removed on exit.
+set -u
+BUILD=$(cd "${1:-build}" && pwd)
+[ "$(id -u)" -eq 0 ] || { echo "idle_memory bench: needs root (namespaces)"; exit 0; }
+command -v nginx >/dev/null || { echo "idle_memory bench: needs nginx (scripts/deps.sh --bench)"; exit 1; }
+N=${FG_BENCH_CONNS:-10000} S=${FG_BENCH_STREAMS:-200} ROUNDS=${FG_BENCH_ROUNDS:-3}
+SNS=fgt-imb-s$$ CNS=fgt-imb-c$$ SRV=10.254.0.1
+TMP=$(mktemp -d /tmp/fgt-imb.XXXXXX)
+PIDS=()
+cleanup() {
+	for p in "${PIDS[@]}"; do kill -TERM "$p" 2>/dev/null; done
+	for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null; done
+	ip netns del "$SNS" 2>/dev/null
+	ip netns del "$CNS" 2>/dev/null
+	rm -rf "$TMP"
+}
+trap cleanup EXIT
+ip netns add "$SNS" && ip netns add "$CNS" || exit 1
+ip link add imb-s netns "$SNS" type veth peer name imb-c netns "$CNS"
+for ns in "$SNS" "$CNS"; do ip -n "$ns" link set lo up; done
+ip -n "$SNS" link set imb-s up && ip -n "$CNS" link set imb-c up
+ip -n "$SNS" addr add $SRV/24 dev imb-s && ip -n "$CNS" addr add 10.254.0.2/24 dev imb-c
+# room for 10,000 connections and their SYNs arriving at once (and the fds:
+# 10,000 need a nofile of at least ~10,100; the hard limit is checked below)
+for ns in "$SNS" "$CNS"; do
+	ip netns exec "$ns" sysctl -qw net.core.somaxconn=65535 net.ipv4.tcp_max_syn_backlog=65535 \
+		net.ipv4.ip_local_port_range="10000 65000"
+done
+head -c 32 /dev/urandom >"$TMP/salt.key"
+chmod 600 "$TMP/salt.key"
+
+KEY=sk-bench
+cat >"$TMP/policy.yaml" <<POLICY
+tiers:
+  standard: {burst_s: 60, default_max_tokens: 16, kv_cap_tokens: 600000, max_queue_s: 120}
+tenants:
+  - name: bench
+    tier: standard
+    units_per_s: 1000000000
+    keys: ["sha256:$(printf %s $KEY | sha256sum | cut -d' ' -f1)"]
+agent:
+  listen: 0.0.0.0:8000
+  engine: 127.0.0.1:8001
+  metrics_listen: 127.0.0.1:9464
+  salt_secret_file: $TMP/salt.key
+  timeouts: {header_s: 300, body_s: 300, idle_s: 300}
+POLICY
+mkdir -p "$TMP/nginx/logs"
+cat >"$TMP/nginx/nginx.conf" <<NGINX
+worker_processes 1;
+worker_rlimit_nofile 20000;
+daemon off;
+pid $TMP/nginx/nginx.pid;
+error_log $TMP/nginx/logs/error.log warn;
+events { worker_connections 19000; }
+http {
+	access_log off;
+	client_body_temp_path $TMP/nginx/body;
+	proxy_temp_path $TMP/nginx/proxy;
+	fastcgi_temp_path $TMP/nginx/fastcgi;
+	uwsgi_temp_path $TMP/nginx/uwsgi;
+	scgi_temp_path $TMP/nginx/scgi;
+	client_max_body_size 8m;
+	client_body_buffer_size 1m;
+	client_header_timeout 300s;
+	keepalive_timeout 300s;
+	keepalive_requests 1000000;
+	upstream engine {
+		server 127.0.0.1:8001;
+		keepalive 128;
+		keepalive_requests 1000000;
+	}
+	server {
+		listen 8080 backlog=65535;
+		location / {
+			proxy_pass http://engine;
+			proxy_http_version 1.1;
+			proxy_set_header Connection "";
+			proxy_buffering off;
+			proxy_read_timeout 300s;
+		}
+	}
+}
+NGINX
+
+start() { # LOG CMD...
+	local log=$1; shift
+	"$@" >"$log" 2>&1 &
+	PIDS+=($!)
+	LAST=$!
+}
+stop() { kill -TERM "$1" 2>/dev/null; wait "$1" 2>/dev/null; }
+wait_port() {
+	for _ in $(seq 100); do
+		ip netns exec "$SNS" bash -c "exec 3<>/dev/tcp/127.0.0.1/$1" 2>/dev/null && return 0
+		sleep 0.1
+	done
+	echo "idle_memory bench: nothing listens on :$1"; tail -n 5 "$TMP"/*.log; exit 1
+}
+rss_kb() { awk '/^VmRSS:/ { print $2 }' "/proc/$1/status"; }
+start "$TMP/sim.log" ip netns exec "$SNS" "$BUILD/fairgate-sim" \
+	--policy "$TMP/policy.yaml" --listen 127.0.0.1:8001 --speedup 1 --max-num-seqs 512
+wait_port 8001
+
+# proxy_start NAME — a fresh proxy; sets PROXY_PID (whose RSS is measured),
+# PROXY_STOP (what to stop) and PORT
+proxy_start() {
+	if [ "$1" = fairgated ]; then
+		start "$TMP/agent.log" ip netns exec "$SNS" "$BUILD/fairgated" \
+			--policy "$TMP/policy.yaml" --ctl "$TMP/ctl.sock" --no-bpf
+		PROXY_PID=$LAST PROXY_STOP=$LAST PORT=8000
+	else
+		start "$TMP/nginx.log" ip netns exec "$SNS" nginx -p "$TMP/nginx" -c "$TMP/nginx/nginx.conf"
+		PROXY_STOP=$LAST PORT=8080
+		for _ in $(seq 50); do
+			PROXY_PID=$(pgrep -P "$PROXY_STOP" | head -1)
+			[ -n "$PROXY_PID" ] && break
+			sleep 0.1
+		done
+	fi
+	wait_port "$PORT"
+}
+
+small='{"messages":[{"role":"user","content":"hi"}],"max_tokens":1}'
+pad=$(head -c 65450 /dev/zero | tr '\0' x)
+printf '%s' "$small" >"$TMP/small.json"
+printf '{"messages":[{"role":"user","content":"hi"}],"max_tokens":1,"user":"%s"}' "$pad" >"$TMP/64k.json"
+
+# hold PORT [BODY_FILE] — one bash in the client namespace opens N
+# connections, sends the request on each (none without a file), reads each
+# answer's status line, then holds them all; "held K answered A" in
+# $TMP/hold.out when done.
+hold() {
+	: >"$TMP/hold.out"
+	start "$TMP/hold.log" ip netns exec "$CNS" bash -c '
+		ulimit -n "$(ulimit -Hn)"
+		n=$1 port=$2 file=$3 key=$4 out=$5 fds=() answered=0
+		[ -n "$file" ] && body=$(cat "$file")
+		for ((i = 0; i < n; i++)); do
+			exec {fd}<>"/dev/tcp/10.254.0.1/$port" || break
+			fds+=("$fd")
+			[ -n "$file" ] && printf "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s" \
+				"$key" "${#body}" "$body" >&$fd
+		done
+		if [ -n "$file" ]; then
+			for fd in "${fds[@]}"; do
+				read -r -t 120 -u "$fd" line && [[ $line == "HTTP/1.1 200"* ]] && answered=$((answered + 1))
+			done
+		fi
+		echo "held ${#fds[@]} answered $answered" >"$out"
+		while :; do sleep 1; done' _ "$N" "$1" "${2:-}" "$KEY" "$TMP/hold.out"
+	HOLD=$LAST
+	for _ in $(seq 3000); do [ -s "$TMP/hold.out" ] && return 0; sleep 0.1; done
+	echo "the client never finished" >"$TMP/hold.out"
+}
+
+# measure CASE PROXY — one proxy, one case: KiB per connection on stdout,
+# what was held and the RSS before and after on stderr
+measure() {
+	local c=$1 name=$2 before after per=$N
+	proxy_start "$name"
+	sleep 0.5
+	before=$(rss_kb "$PROXY_PID")
+	case $c in
+	idle) hold "$PORT" ;;
+	small | 64k) hold "$PORT" "$TMP/$c.json" ;;
+	stream)
+		per=$S
+		start "$TMP/load.json" ip netns exec "$CNS" "$BUILD/fg-load" --target "$SRV:$PORT" \
+			--tenant "bench:$KEY:1:64:2500:stream" --closed --connections "$S" --duration 8 \
+			--drain 0 --timeout 30
+		HOLD=$LAST
+		sleep 5
+		echo "$S streams, $(ip netns exec "$SNS" curl -s http://127.0.0.1:8001/metrics |
+			awk '$1 ~ /^vllm:num_requests_running/ { s += $2 } END { print s + 0 }') running in the engine" >"$TMP/hold.out" ;;
+	esac
+	sleep 1
+	after=$(rss_kb "$PROXY_PID")
+	stop "$HOLD"
+	stop "$PROXY_STOP"
+	awk -v a="$after" -v b="$before" -v n="$per" 'BEGIN { printf "%.2f", (a - b) / n }'
+	echo " $(cat "$TMP/hold.out"), RSS $before -> $after kB" >&2
+}
+
+CASES=(idle small 64k stream)
+declare -A R
+for ((round = 1; round <= ROUNDS; round++)); do
+	echo "== round $round: $N connections, $S streams =="
+	for c in "${CASES[@]}"; do
+		f=$(measure "$c" fairgated 2>"$TMP/f.why") n=$(measure "$c" nginx 2>"$TMP/n.why")
+		R[$c,f]+="$f " R[$c,n]+="$n "
+		printf '%-7s fairgated %7.2f KiB  nginx %7.2f KiB  ratio %s   [fairgated:%s; nginx:%s]\n' "$c" "$f" "$n" \
+			"$(awk -v f="$f" -v n="$n" 'BEGIN { if (n > 0) printf "%.2f", f / n; else print "n/a" }')" \
+			"$(cat "$TMP/f.why")" "$(cat "$TMP/n.why")"
+	done
+done
+med() { tr ' ' '\n' | grep . | sort -g | awk '{ v[NR] = $1 } END { if (NR) printf "%.2f (%.2f-%.2f)", v[int((NR + 1) / 2)], v[1], v[NR]; else printf "n/a" }'; }
+echo "== KiB of RSS per connection (per stream), median (range) of $ROUNDS rounds =="
+for c in "${CASES[@]}"; do
+	ratios=$(paste <(echo "${R[$c,f]}" | tr ' ' '\n' | grep .) <(echo "${R[$c,n]}" | tr ' ' '\n' | grep .) |
+		awk '$2 > 0 { printf "%s ", $1 / $2 }')
+	printf '%-7s fairgated %s  nginx %s  fairgated/nginx %s\n' "$c" "$(echo "${R[$c,f]}" | med)" \
+		"$(echo "${R[$c,n]}" | med)" "$(echo "$ratios" | med)"
+done
