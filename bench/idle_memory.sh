@@ -119,19 +119,26 @@ wait_port() {
 	echo "idle_memory bench: nothing listens on :$1"; tail -n 5 "$TMP"/*.log; exit 1
 }
 rss_kb() { awk '/^VmRSS:/ { print $2 }' "/proc/$1/status"; }
+# two engines: as fast as possible for the request cases (10,000 answers in
+# seconds), real time for the streams (so they stay open while measured)
 start "$TMP/sim.log" ip netns exec "$SNS" "$BUILD/fairgate-sim" \
-	--policy "$TMP/policy.yaml" --listen 127.0.0.1:8001 --speedup 1 --max-num-seqs 512
-wait_port 8001
+	--policy "$TMP/policy.yaml" --listen 127.0.0.1:8001 --speedup 0 --max-num-seqs 512
+start "$TMP/sim2.log" ip netns exec "$SNS" "$BUILD/fairgate-sim" \
+	--policy "$TMP/policy.yaml" --listen 127.0.0.1:8002 --speedup 1 --max-num-seqs 512
+wait_port 8001; wait_port 8002
+sed 's/127.0.0.1:8001/127.0.0.1:8002/' "$TMP/policy.yaml" >"$TMP/policy.stream.yaml"
+sed 's/127.0.0.1:8001/127.0.0.1:8002/' "$TMP/nginx/nginx.conf" >"$TMP/nginx/nginx.stream.conf"
 
-# proxy_start NAME — a fresh proxy; sets PROXY_PID (whose RSS is measured),
-# PROXY_STOP (what to stop) and PORT
+# proxy_start NAME [.stream] — a fresh proxy (to the real-time engine with
+# .stream); sets PROXY_PID (whose RSS is measured), PROXY_STOP (what to
+# stop) and PORT
 proxy_start() {
 	if [ "$1" = fairgated ]; then
 		start "$TMP/agent.log" ip netns exec "$SNS" "$BUILD/fairgated" \
-			--policy "$TMP/policy.yaml" --ctl "$TMP/ctl.sock" --no-bpf
+			--policy "$TMP/policy${2:-}.yaml" --ctl "$TMP/ctl.sock" --no-bpf
 		PROXY_PID=$LAST PROXY_STOP=$LAST PORT=8000
 	else
-		start "$TMP/nginx.log" ip netns exec "$SNS" nginx -p "$TMP/nginx" -c "$TMP/nginx/nginx.conf"
+		start "$TMP/nginx.log" ip netns exec "$SNS" nginx -p "$TMP/nginx" -c "$TMP/nginx/nginx${2:-}.conf"
 		PROXY_STOP=$LAST PORT=8080
 		for _ in $(seq 50); do
 			PROXY_PID=$(pgrep -P "$PROXY_STOP" | head -1)
@@ -175,11 +182,13 @@ hold() {
 	echo "the client never finished" >"$TMP/hold.out"
 }
 
-# measure CASE PROXY — one proxy, one case: KiB per connection on stdout,
-# what was held and the RSS before and after on stderr
+# measure CASE PROXY — one proxy, one case: KiB per connection in
+# $TMP/kib, what was held and the RSS before and after in $TMP/why (not a
+# command substitution: the processes it starts must stay in PIDS, for the
+# cleanup of an interrupted run)
 measure() {
 	local c=$1 name=$2 before after per=$N
-	proxy_start "$name"
+	proxy_start "$name" "$([ "$c" = stream ] && echo .stream)"
 	sleep 0.5
 	before=$(rss_kb "$PROXY_PID")
 	case $c in
@@ -192,15 +201,15 @@ measure() {
 			--drain 0 --timeout 30
 		HOLD=$LAST
 		sleep 5
-		echo "$S streams, $(ip netns exec "$SNS" curl -s http://127.0.0.1:8001/metrics |
+		echo "$S streams, $(ip netns exec "$SNS" curl -s http://127.0.0.1:8002/metrics |
 			awk '$1 ~ /^vllm:num_requests_running/ { s += $2 } END { print s + 0 }') running in the engine" >"$TMP/hold.out" ;;
 	esac
 	sleep 1
 	after=$(rss_kb "$PROXY_PID")
 	stop "$HOLD"
 	stop "$PROXY_STOP"
-	awk -v a="$after" -v b="$before" -v n="$per" 'BEGIN { printf "%.2f", (a - b) / n }'
-	echo " $(cat "$TMP/hold.out"), RSS $before -> $after kB" >&2
+	awk -v a="$after" -v b="$before" -v n="$per" 'BEGIN { printf "%.2f", (a - b) / n }' >"$TMP/kib"
+	echo " $(cat "$TMP/hold.out"), RSS $before -> $after kB" >"$TMP/why"
 }
 
 CASES=(idle small 64k stream)
@@ -208,7 +217,8 @@ declare -A R
 for ((round = 1; round <= ROUNDS; round++)); do
 	echo "== round $round: $N connections, $S streams =="
 	for c in "${CASES[@]}"; do
-		f=$(measure "$c" fairgated 2>"$TMP/f.why") n=$(measure "$c" nginx 2>"$TMP/n.why")
+		measure "$c" fairgated; f=$(cat "$TMP/kib"); cp "$TMP/why" "$TMP/f.why"
+		measure "$c" nginx; n=$(cat "$TMP/kib"); cp "$TMP/why" "$TMP/n.why"
 		R[$c,f]+="$f " R[$c,n]+="$n "
 		printf '%-7s fairgated %7.2f KiB  nginx %7.2f KiB  ratio %s   [fairgated:%s; nginx:%s]\n' "$c" "$f" "$n" \
 			"$(awk -v f="$f" -v n="$n" 'BEGIN { if (n > 0) printf "%.2f", f / n; else print "n/a" }')" \
