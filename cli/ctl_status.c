@@ -4,25 +4,13 @@
  * tenant's state (bucket, reserved units, queued, in flight, KV, admitted /
  * rejected / timed out, peak units/s, units billed per output token), asked over the control socket (--ctl,
  * FAIRGATE_CTL, else /run/fairgate/ctl.sock). */
-#include <getopt.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli/ctl_commands.h"
-#include "lib/ctl_protocol.h"
-
-static double num(const json_t *o, const char *k)
-{
-	return json_number_value(json_object_get(o, k));
-}
-
-static const char *str(const json_t *o, const char *k)
-{
-	const char *s = json_string_value(json_object_get(o, k));
-	return s ? s : "?";
-}
+#include "cli/ctl_show.h"
 
 static void print_scheduling(const json_t *sc)
 {
@@ -41,30 +29,30 @@ static void print_scheduling(const json_t *sc)
 					      json_string_value(v));
 	printf("scheduling: metering %s (output priced %s), engine %s; %.0f queued (%.2f s of replica time); "
 	       "KV reserved %.0f of %.0f tokens; engine window %.0f requests, %.0f of %.0f prefill tokens\n",
-	       str(sc, "metering"),
-	       strcmp(str(sc, "output_pricing"), "flat") ? "by context" : "flat",
-	       str(sc, "engine_scheduling"), num(sc, "queued"),
-	       num(sc, "backlog_s"), num(kv, "reserved_tokens"), num(kv, "reservable_tokens"),
-	       num(ew, "pending_requests"), num(ew, "pending_tokens"), num(ew, "budget_tokens"));
-	if (num(ov, "level") >= 0)
+	       fg_show_str(sc, "metering"),
+	       strcmp(fg_show_str(sc, "output_pricing"), "flat") ? "by context" : "flat",
+	       fg_show_str(sc, "engine_scheduling"), fg_show_num(sc, "queued"),
+	       fg_show_num(sc, "backlog_s"), fg_show_num(kv, "reserved_tokens"), fg_show_num(kv, "reservable_tokens"),
+	       fg_show_num(ew, "pending_requests"), fg_show_num(ew, "pending_tokens"), fg_show_num(ew, "budget_tokens"));
+	if (fg_show_num(ov, "level") >= 0)
 		printf("overload: the kernel sheds new connections of tier(s) %s\n", shed);
 	else
 		printf("overload: none\n");
 	if (json_is_true(json_object_get(en, "metrics_up")))
 		printf("engine metrics: %.0f waiting, %.0f running, KV %.0f%%; %.0f preemptions since start\n",
-		       num(en, "waiting"), num(en, "running"), 100 * num(en, "kv_usage"),
-		       num(en, "preemptions"));
+		       fg_show_num(en, "waiting"), fg_show_num(en, "running"), 100 * fg_show_num(en, "kv_usage"),
+		       fg_show_num(en, "preemptions"));
 	else
 		printf("engine metrics: unreachable (%.0f failed scrapes); %.0f preemptions since start\n",
-		       num(en, "scrape_failures"), num(en, "preemptions"));
-	if (num(pk, "windows_closed") > 0)
+		       fg_show_num(en, "scrape_failures"), fg_show_num(en, "preemptions"));
+	if (fg_show_num(pk, "windows_closed") > 0)
 		printf("peaks (%.0f s windows): node %.0f units/s, sum of tenant peaks %.0f units/s, "
 		       "oversubscription %.2f\n",
-		       num(pk, "window_s"), num(pk, "node_peak_units_per_s"),
-		       num(pk, "sum_tenant_peaks_units_per_s"), num(pk, "oversubscription"));
+		       fg_show_num(pk, "window_s"), fg_show_num(pk, "node_peak_units_per_s"),
+		       fg_show_num(pk, "sum_tenant_peaks_units_per_s"), fg_show_num(pk, "oversubscription"));
 	else
 		printf("peaks (%.0f s windows): none closed yet, oversubscription not measured\n",
-		       num(pk, "window_s"));
+		       fg_show_num(pk, "window_s"));
 }
 
 /* gate (XDP): on eth0 (native); off on eth9: no such interface */
@@ -78,14 +66,14 @@ static void print_gate(const json_t *g)
 		return;
 	printf("gate (XDP)%s:", json_is_true(json_object_get(g, "auto")) ? " [interfaces: auto]" : "");
 	if (!json_array_size(ifaces))
-		printf(" off: %s\n", json_object_get(g, "note") ? str(g, "note") : "no interfaces in the policy");
+		printf(" off: %s\n", json_object_get(g, "note") ? fg_show_str(g, "note") : "no interfaces in the policy");
 	else
 		putchar('\n');
 	json_array_foreach(ifaces, i, f) {
 		if (json_is_true(json_object_get(f, "attached")))
-			printf("  on %s (%s)\n", str(f, "name"), str(f, "mode"));
+			printf("  on %s (%s)\n", fg_show_str(f, "name"), fg_show_str(f, "mode"));
 		else
-			printf("  off on %s: %s\n", str(f, "name"), str(f, "error"));
+			printf("  off on %s: %s\n", fg_show_str(f, "name"), fg_show_str(f, "error"));
 	}
 }
 
@@ -97,9 +85,9 @@ static void print_watch(const json_t *w)
 		printf("policy watch: off (changes take `fairgatectl policy apply`)\n");
 		return;
 	}
-	printf("policy watch: on; %.0f changes applied, %.0f refused", num(w, "applied"), num(w, "refused"));
+	printf("policy watch: on; %.0f changes applied, %.0f refused", fg_show_num(w, "applied"), fg_show_num(w, "refused"));
 	if (json_object_get(w, "last_result"))
-		printf("; last, %.0fs ago: %s", num(w, "last_change_age_s"), str(w, "last_result"));
+		printf("; last, %.0fs ago: %s", fg_show_num(w, "last_change_age_s"), fg_show_str(w, "last_result"));
 	putchar('\n');
 }
 
@@ -107,33 +95,33 @@ static void print_human(const json_t *r)
 {
 	const json_t *req = json_object_get(r, "requests");
 
-	const char *metrics = str(r, "metrics_listen");
+	const char *metrics = fg_show_str(r, "metrics_listen");
 
 	printf("fairgated: %s mode, listening on %s, engine %s, metrics %s%s, up %.0fs\n",
-	       str(r, "mode"), str(r, "listen"), str(r, "engine"),
-	       strcmp(metrics, "off") ? "on " : "", metrics, num(r, "uptime_s"));
+	       fg_show_str(r, "mode"), fg_show_str(r, "listen"), fg_show_str(r, "engine"),
+	       strcmp(metrics, "off") ? "on " : "", metrics, fg_show_num(r, "uptime_s"));
 	if (json_is_true(json_object_get(r, "kernel_enforcement")))
 		printf("kernel enforcement: on\n");
 	else
 		printf("kernel enforcement: off (proxy and metering only)%s%s\n",
 		       json_object_get(r, "kernel_off_reason") ? ": " : "",
-		       json_object_get(r, "kernel_off_reason") ? str(r, "kernel_off_reason") : "");
+		       json_object_get(r, "kernel_off_reason") ? fg_show_str(r, "kernel_off_reason") : "");
 	print_gate(json_object_get(r, "gate"));
 	print_watch(json_object_get(r, "policy_watch"));
 	const json_t *ix = json_object_get(r, "source_index");
 	if (ix)
 		printf("source index: %s, %.0f learned + %.0f CIDRs%s, %.0f rebuilds (%.0f failed, %.0f redone)\n",
 		       json_is_true(json_object_get(ix, "valid")) ? "valid" : "not valid (gate asks the maps)",
-		       num(ix, "learned"), num(ix, "cidrs"),
+		       fg_show_num(ix, "learned"), fg_show_num(ix, "cidrs"),
 		       json_is_true(json_object_get(ix, "cidrs_by_trie")) ? " (CIDRs by the trie: too many prefix lengths)" : "",
-		       num(ix, "rebuilds"), num(ix, "failed"), num(ix, "redone"));
-	printf("connections: %.0f clients; engine %.0f busy, %.0f idle\n", num(r, "client_connections"),
-	       num(r, "engine_busy"), num(r, "engine_idle"));
+		       fg_show_num(ix, "rebuilds"), fg_show_num(ix, "failed"), fg_show_num(ix, "redone"));
+	printf("connections: %.0f clients; engine %.0f busy, %.0f idle\n", fg_show_num(r, "client_connections"),
+	       fg_show_num(r, "engine_busy"), fg_show_num(r, "engine_idle"));
 	printf("requests: %.0f admitted, %.0f rejected, %.0f settled, %.0f unauthenticated, %.0f malformed\n",
-	       num(req, "admitted"), num(req, "rejected"), num(req, "settled"),
-	       num(req, "unauthenticated"), num(req, "malformed"));
-	printf("decisions: %.0f, mean %.1f us\n", num(json_object_get(r, "decisions"), "count"),
-	       num(json_object_get(r, "decisions"), "mean_us"));
+	       fg_show_num(req, "admitted"), fg_show_num(req, "rejected"), fg_show_num(req, "settled"),
+	       fg_show_num(req, "unauthenticated"), fg_show_num(req, "malformed"));
+	printf("decisions: %.0f, mean %.1f us\n", fg_show_num(json_object_get(r, "decisions"), "count"),
+	       fg_show_num(json_object_get(r, "decisions"), "mean_us"));
 	print_scheduling(json_object_get(r, "scheduling"));
 	printf("\n%-16s %-12s %-7s %11s %11s %9s %6s %6s %15s %9s %9s %9s %10s %9s %s\n", "TENANT", "TIER",
 	       "CACHE", "BUCKET", "OF", "RESERVED", "QUEUED", "INFL", "KV RESERVED/CAP", "ADMITTED",
@@ -144,68 +132,25 @@ static void print_human(const json_t *r)
 		char deny[32] = "-", kv[40], per_out[24] = "-";
 		/* units billed per output token: 3.09 at the reference context,
 		 * more for a tenant that decodes against long ones */
-		if (num(t, "output_tokens_billed") > 0)
+		if (fg_show_num(t, "output_tokens_billed") > 0)
 			snprintf(per_out, sizeof(per_out), "%.2f",
-				 num(t, "output_units_billed") / num(t, "output_tokens_billed"));
+				 fg_show_num(t, "output_units_billed") / fg_show_num(t, "output_tokens_billed"));
 		if (json_is_true(json_object_get(t, "deny_window_open")))
-			snprintf(deny, sizeof(deny), "%.0fms", num(t, "deny_remaining_ms"));
-		if (num(t, "kv_cap_tokens") > 0)
-			snprintf(kv, sizeof(kv), "%.0f/%.0f", num(t, "kv_reserved_tokens"),
-				 num(t, "kv_cap_tokens"));
+			snprintf(deny, sizeof(deny), "%.0fms", fg_show_num(t, "deny_remaining_ms"));
+		if (fg_show_num(t, "kv_cap_tokens") > 0)
+			snprintf(kv, sizeof(kv), "%.0f/%.0f", fg_show_num(t, "kv_reserved_tokens"),
+				 fg_show_num(t, "kv_cap_tokens"));
 		else
-			snprintf(kv, sizeof(kv), "%.0f/-", num(t, "kv_reserved_tokens"));
+			snprintf(kv, sizeof(kv), "%.0f/-", fg_show_num(t, "kv_reserved_tokens"));
 		printf("%-16s %-12s %-7s %11.0f %11.0f %9.0f %6.0f %6.0f %15s %9.0f %9.0f %9.0f %10.0f %9s %s\n",
-		       str(t, "name"), str(t, "tier"), str(t, "cache"), num(t, "bucket_units"),
-		       num(t, "burst_units"), num(t, "reserved_units"), num(t, "queued"),
-		       num(t, "inflight"), kv, num(t, "admitted"), num(t, "rejected"),
-		       num(t, "timed_out"), num(t, "peak_units_per_s"), per_out, deny);
+		       fg_show_str(t, "name"), fg_show_str(t, "tier"), fg_show_str(t, "cache"), fg_show_num(t, "bucket_units"),
+		       fg_show_num(t, "burst_units"), fg_show_num(t, "reserved_units"), fg_show_num(t, "queued"),
+		       fg_show_num(t, "inflight"), kv, fg_show_num(t, "admitted"), fg_show_num(t, "rejected"),
+		       fg_show_num(t, "timed_out"), fg_show_num(t, "peak_units_per_s"), per_out, deny);
 	}
 }
 
 int fg_cmd_status(int argc, char **argv)
 {
-	static const struct option longopts[] = {
-		{ "json", no_argument, NULL, 'j' },
-		{ "ctl", required_argument, NULL, 'c' },
-		{ 0 }
-	};
-	const char *ctl = NULL;
-	int opt, json = 0;
-	char err[512];
-
-	optind = 0;
-	while ((opt = getopt_long(argc + 1, argv - 1, "", longopts, NULL)) != -1) {
-		switch (opt) {
-		case 'j': json = 1; break;
-		case 'c': ctl = optarg; break;
-		default:
-			fprintf(stderr, "usage: fairgatectl status [--json] [--ctl PATH]\n");
-			return 2;
-		}
-	}
-	if (optind != argc + 1) {
-		fprintf(stderr, "usage: fairgatectl status [--json] [--ctl PATH]\n");
-		return 2;
-	}
-	json_t *req = json_pack("{s:s}", "cmd", "status");
-	json_t *reply = fg_ctl_call(fg_ctl_path(ctl), req, err, sizeof(err));
-	json_decref(req);
-	if (!reply) {
-		fprintf(stderr, "fairgatectl: %s\n", err);
-		return 1;
-	}
-	if (!json_is_true(json_object_get(reply, "ok"))) {
-		fprintf(stderr, "fairgatectl: %s\n", str(reply, "error"));
-		json_decref(reply);
-		return 1;
-	}
-	if (json) {
-		json_object_del(reply, "ok");
-		json_dumpf(reply, stdout, JSON_INDENT(2) | JSON_SORT_KEYS);
-		putchar('\n');
-	} else {
-		print_human(reply);
-	}
-	json_decref(reply);
-	return 0;
+	return fg_show_command(argc, argv, "status", print_human);
 }
