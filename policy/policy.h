@@ -129,7 +129,7 @@ struct fg_fleet_cfg {
  * container's memory limit; the policy does not). */
 struct fg_agent_limits {
 	uint32_t max_connections;            /* client connections; 0 = from RLIMIT_NOFILE at start */
-	uint32_t max_connections_per_source; /* from one client address (256) */
+	uint32_t max_connections_per_source; /* from one client address (0: half the total) */
 	uint64_t max_buffered_bytes;         /* request body bytes held, all clients;
 					      * 0 = half the cgroup memory limit at start */
 	uint32_t max_inflight_per_tenant;    /* admitted, not yet answered (256) */

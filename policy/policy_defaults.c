@@ -65,9 +65,9 @@ void fg_policy_defaults(struct fg_policy *p)
 	a->fleet.buffer_s = 1;
 	a->fleet.node_timeout_s = 300;
 	a->fleet.call_timeout_s = 0.5;
-	/* max_connections and max_buffered_bytes stay 0: the agent derives them
-	 * from its fd limit and its memory limit at start */
-	a->limits.max_connections_per_source = 256;
+	/* max_connections, max_connections_per_source and max_buffered_bytes
+	 * stay 0: the agent derives them at start from its fd limit (half of it,
+	 * and half of that per source) and its memory limit */
 	/* twice the seed replica's decode batch: a tenant can fill the engine
 	 * and have as many again waiting its turn */
 	a->limits.max_inflight_per_tenant = 256;

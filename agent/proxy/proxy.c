@@ -104,7 +104,12 @@ static void take_config(struct fg_proxy *px, const struct fg_policy *p)
 	px->max_body = a->max_body_bytes ? a->max_body_bytes : (8u << 20);
 	px->max_connections = a->limits.max_connections ? a->limits.max_connections
 							: px->derived_connections;
-	px->max_per_source = a->limits.max_connections_per_source;
+	/* Half the total by default: one address cannot take every slot, and
+	 * clients behind one NAT or load balancer are not cut at a small
+	 * number the operator never chose. */
+	px->max_per_source = a->limits.max_connections_per_source
+				     ? a->limits.max_connections_per_source
+				     : (px->max_connections / 2 ? px->max_connections / 2 : 1);
 	px->max_buffered = a->limits.max_buffered_bytes ? a->limits.max_buffered_bytes
 							: px->derived_buffered;
 	if (px->max_buffered < px->max_body)

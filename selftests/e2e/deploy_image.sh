@@ -202,7 +202,8 @@ logs() { "${PODMAN[@]}" logs "$NAME" 2>&1; }
 check "the agent is ready (its readiness probe passes)" wait_ready || { logs | sed 's/^/#   /'; exit 1; }
 check "gate attached to the default route's interface $IF (interfaces: auto)" \
 	grep -q "gate attached to $IF (native)" <<<"$(logs)"
-check "... and not to the other NIC" bash -c "! grep -q 'gate attached to $IF2' <<<'$(logs)'"
+logs >"$TMP/agent.log"
+check "... and not to the other NIC" bash -c '! grep -q "gate attached to $1" "$2"' _ "$IF2" "$TMP/agent.log"
 check "steer attached" grep -q "steer attached" <<<"$(logs)"
 mapfile -t live < <(jq -r '.liveness[]' <<<"$POD")
 check "the liveness probe passes in the container" quiet in_pod "${live[@]}"

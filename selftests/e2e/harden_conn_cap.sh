@@ -24,8 +24,8 @@ legit() {
 }
 read -r code t <<<"$(legit)"
 expect_eq "before: the legitimate client is served" "$code" 200
-check "the default cap is half the fds left after 64: 480 of 1024, 256 per source" \
-	grep -q 'client connections: at most 480 in all (from the fd limit), 256 per source address' "$PX_TMP/agent.log"
+check "the default cap is half the fds left after 64: 480 of 1024, half of that per source" \
+	grep -q 'client connections: at most 480 in all (from the fd limit), 240 per source address' "$PX_TMP/agent.log"
 
 hd_hold 1100 ''
 hd_wait_held 600 || { tap_fail "1,100 connections opened" "$(cat "$HD_HOLD_LOG")"; exit 1; }

@@ -884,16 +884,16 @@ static void test_limits_block(void **state)
 		uint32_t conns, per_source, inflight;
 		uint64_t buffered;
 	} rows[] = {
-		{ "", 0, 256, 256, 0 },
-		{ "agent: {limits: {}}\n", 0, 256, 256, 0 },
-		{ "agent: {limits: {max_connections: 900}}\n", 900, 256, 256, 0 },
-		{ "agent: {limits: {max_connections: 100}}\n", 100, 256, 256, 0 }, /* the default per source is not checked against it */
+		{ "", 0, 0, 256, 0 },
+		{ "agent: {limits: {}}\n", 0, 0, 256, 0 },
+		{ "agent: {limits: {max_connections: 900}}\n", 900, 0, 256, 0 },
+		{ "agent: {limits: {max_connections: 100}}\n", 100, 0, 256, 0 }, /* the default per source is derived at start: half the total */
 		{ "agent: {limits: {max_connections: 100, max_connections_per_source: 100}}\n", 100, 100, 256, 0 },
 		{ "agent: {limits: {max_connections_per_source: 1}}\n", 0, 1, 256, 0 },
-		{ "agent: {limits: {max_buffered_bytes: 8388608}}\n", 0, 256, 256, 8u << 20 },
-		{ "agent: {limits: {max_buffered_bytes: 8589934592}}\n", 0, 256, 256, 1ull << 33 },
-		{ "agent: {max_body_bytes: 1048576, limits: {max_buffered_bytes: 1048576}}\n", 0, 256, 256, 1u << 20 },
-		{ "agent: {limits: {max_inflight_per_tenant: 1}}\n", 0, 256, 1, 0 },
+		{ "agent: {limits: {max_buffered_bytes: 8388608}}\n", 0, 0, 256, 8u << 20 },
+		{ "agent: {limits: {max_buffered_bytes: 8589934592}}\n", 0, 0, 256, 1ull << 33 },
+		{ "agent: {max_body_bytes: 1048576, limits: {max_buffered_bytes: 1048576}}\n", 0, 0, 256, 1u << 20 },
+		{ "agent: {limits: {max_inflight_per_tenant: 1}}\n", 0, 0, 1, 0 },
 		{ "agent:\n  limits:\n    max_connections: 10000\n    max_connections_per_source: 64\n"
 		  "    max_buffered_bytes: 536870912\n    max_inflight_per_tenant: 32\n", 10000, 64, 32, 512u << 20 },
 	};
