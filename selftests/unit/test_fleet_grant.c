@@ -34,6 +34,36 @@ static struct fg_fleet_books books(double consumed, double refused)
 	return (struct fg_fleet_books){ .consumed = consumed, .billed = consumed, .refused = refused };
 }
 
+static struct fg_fleet_answer answer(const char *epoch, double rate, double units, uint32_t live)
+{
+	struct fg_fleet_answer a;
+	memset(&a, 0, sizeof(a));
+	snprintf(a.epoch, sizeof(a.epoch), "%s", epoch);
+	a.rate = rate;
+	a.units = units;
+	a.live_nodes = live;
+	return a;
+}
+
+/* A tenant of `rate` whose node bucket (depth 2000) holds `level`, its
+ * books empty, at T0. */
+static void start(struct fg_fleet_tenant *ft, struct fg_bucket *b, struct fg_fleet_books *bk,
+		  double rate, double level)
+{
+	fg_bucket_init(b, rate, 2000, T0);
+	b->level = level;
+	fg_fleet_tenant_init(ft, b, bk, T0);
+}
+
+/* The first call at T0, answered with `a`. */
+static struct fg_fleet_answer lease(struct fg_fleet_tenant *ft, struct fg_bucket *b,
+				    struct fg_fleet_books *bk, struct fg_fleet_answer a)
+{
+	fg_fleet_prepare(ft, b, &P, bk, T0);
+	fg_fleet_apply(ft, b, &P, bk, &a, T0);
+	return a;
+}
+
 static void rates_by_mode(void **state)
 {
 	(void)state;
@@ -116,9 +146,7 @@ static void observe_counts_refill_not_requests(void **state)
 	struct fg_fleet_tenant ft;
 	struct fg_fleet_books bk = books(0, 0);
 
-	fg_bucket_init(&b, 100, 2000, T0);
-	b.level = 0;
-	fg_fleet_tenant_init(&ft, &b, &bk, T0);
+	start(&ft, &b, &bk, 100, 0);
 	ft.last_ok_ns = T0; /* in a lease of 100/s */
 	ft.rate = 100;
 	ft.live_nodes = 10;
@@ -156,8 +184,7 @@ static void demand_is_used_plus_refused(void **state)
 	struct fg_fleet_tenant ft;
 	struct fg_fleet_books bk = books(0, 0);
 
-	fg_bucket_init(&b, 1000, 2000, T0);
-	fg_fleet_tenant_init(&ft, &b, &bk, T0);
+	start(&ft, &b, &bk, 1000, 2000);
 	for (int i = 1; i <= 40; i++) {
 		bk.consumed = 100.0 * i * 0.5;  /* 100 units/s used */
 		bk.refused = 50.0 * i * 0.5;    /* 50 units/s refused */
@@ -257,17 +284,6 @@ static void due_rules(void **state)
 	}
 }
 
-static struct fg_fleet_answer answer(const char *epoch, double rate, double units, uint32_t live)
-{
-	struct fg_fleet_answer a;
-	memset(&a, 0, sizeof(a));
-	snprintf(a.epoch, sizeof(a.epoch), "%s", epoch);
-	a.rate = rate;
-	a.units = units;
-	a.live_nodes = live;
-	return a;
-}
-
 /* A call that got no answer goes again as it was: same seq, same figures,
  * whatever happened since; what happened since goes in the next one. */
 static void retry_resends_the_same_call(void **state)
@@ -277,12 +293,8 @@ static void retry_resends_the_same_call(void **state)
 	struct fg_fleet_tenant ft;
 	struct fg_fleet_books bk = books(0, 0);
 
-	fg_bucket_init(&b, 100, 2000, T0);
-	b.level = 0;
-	fg_fleet_tenant_init(&ft, &b, &bk, T0);
-	fg_fleet_prepare(&ft, &b, &P, &bk, T0);
-	struct fg_fleet_answer a = answer("e1", 100, 0, 1);
-	fg_fleet_apply(&ft, &b, &P, &bk, &a, T0);
+	start(&ft, &b, &bk, 100, 0);
+	struct fg_fleet_answer a = lease(&ft, &b, &bk, answer("e1", 100, 0, 1));
 	fg_fleet_observe(&ft, &b, &P, &bk, at(1));
 	struct fg_fleet_call first = *fg_fleet_prepare(&ft, &b, &P, &bk, at(1));
 	assert_int_equal(first.seq, 2);
@@ -312,14 +324,10 @@ static void grants_trickle_and_epoch(void **state)
 	struct fg_fleet_tenant ft;
 	struct fg_fleet_books bk = books(0, 0);
 
-	fg_bucket_init(&b, 1000, 2000, T0);
-	b.level = 0;
-	fg_fleet_tenant_init(&ft, &b, &bk, T0);
+	start(&ft, &b, &bk, 1000, 0);
 	fg_fleet_shape(&ft, &b, &P, 0, T0);
 	assert_near(b.rate, 1);          /* unheard: the sliver */
-	fg_fleet_prepare(&ft, &b, &P, &bk, T0);
-	struct fg_fleet_answer a = answer("e1", 300, 500, 3);
-	fg_fleet_apply(&ft, &b, &P, &bk, &a, T0);
+	struct fg_fleet_answer a = lease(&ft, &b, &bk, answer("e1", 300, 500, 3));
 	assert_near(fg_bucket_level(&b, T0), 500);   /* units at once */
 	assert_near(ft.units_granted, 500);
 	assert_near(b.rate, 300);                    /* the trickle */
@@ -360,11 +368,8 @@ static void epoch_sent_only_within_ttl(void **state)
 	double ttl = fg_fleet_ttl_s(&P);
 
 	assert_near(ttl, 2 * 2 + 30); /* twice the refill time of the depth + node_timeout_s */
-	fg_bucket_init(&b, 1000, 2000, T0);
-	fg_fleet_tenant_init(&ft, &b, &bk, T0);
-	fg_fleet_prepare(&ft, &b, &P, &bk, T0);
-	struct fg_fleet_answer a = answer("e1", 300, 0, 1);
-	fg_fleet_apply(&ft, &b, &P, &bk, &a, T0);
+	start(&ft, &b, &bk, 1000, 2000);
+	struct fg_fleet_answer a = lease(&ft, &b, &bk, answer("e1", 300, 0, 1));
 	assert_string_equal(fg_fleet_prepare(&ft, &b, &P, &bk, at(ttl - 1))->epoch, "e1");
 	fg_fleet_apply(&ft, &b, &P, &bk, &a, at(ttl - 1));
 	assert_string_equal(fg_fleet_prepare(&ft, &b, &P, &bk, at(2 * ttl))->epoch, "");
@@ -382,12 +387,8 @@ static void outage_refill_goes_with_its_epoch(void **state)
 	struct fg_fleet_books bk = books(0, 0);
 
 	for (int lost = 0; lost <= 1; lost++) {
-		fg_bucket_init(&b, 100, 2000, T0);
-		b.level = 0;
-		fg_fleet_tenant_init(&ft, &b, &bk, T0);
-		fg_fleet_prepare(&ft, &b, &P, &bk, T0);
-		struct fg_fleet_answer a = answer("e1", 100, 0, 1);
-		fg_fleet_apply(&ft, &b, &P, &bk, &a, T0);
+		start(&ft, &b, &bk, 100, 0);
+		struct fg_fleet_answer a = lease(&ft, &b, &bk, answer("e1", 100, 0, 1));
 		fg_fleet_observe(&ft, &b, &P, &bk, at(1));
 		fg_fleet_prepare(&ft, &b, &P, &bk, at(1));
 		fg_fleet_failed(&ft, at(1.5)); /* the store went away */
@@ -413,8 +414,7 @@ static void idle_said_once(void **state)
 	struct fg_fleet_tenant ft;
 	struct fg_fleet_books bk = books(0, 0);
 
-	fg_bucket_init(&b, 1000, 2000, T0);
-	fg_fleet_tenant_init(&ft, &b, &bk, T0);
+	start(&ft, &b, &bk, 1000, 2000);
 	const struct fg_fleet_call *c = fg_fleet_prepare(&ft, &b, &P, &bk, T0);
 	assert_true(c->idle);
 	struct fg_fleet_answer a = answer("e1", 1, 0, 2);

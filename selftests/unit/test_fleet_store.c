@@ -189,19 +189,38 @@ static struct fg_fleet_call mkcall(uint64_t seq, const char *epoch, double deman
 	return c;
 }
 
+/* Most cases need one node on an empty store: started before, stopped after
+ * (also when an assertion fails mid-test). */
+static struct node node_a;
+
+static int one_node_up(void **state)
+{
+	*state = &node_a;
+	if (!skip_all) {
+		flush();
+		node_start(&node_a, "a");
+	}
+	return 0;
+}
+
+static int one_node_down(void **state)
+{
+	(void)state;
+	if (!skip_all)
+		node_stop(&node_a);
+	return 0;
+}
+
 #define SKIP_WITHOUT_REDIS() do { if (skip_all) { skip(); return; } } while (0)
 
 static void fresh_bucket_is_full(void **state)
 {
-	(void)state;
 	SKIP_WITHOUT_REDIS();
-	struct node a;
+	struct node *a = *state;
 	struct fg_fleet_answer ans;
 
-	flush();
-	node_start(&a, "a");
 	struct fg_fleet_call c = mkcall(1, "", 0, 500);
-	assert_true(grant(&a, "t1", &c, &ans, NULL));
+	assert_true(grant(a, "t1", &c, &ans, NULL));
 	assert_true(ans.epoch[0] != 0);
 	assert_true(fabs(ans.units - 500) < 1e-6);  /* a full bucket grants at once */
 	assert_true(ans.rate >= P.rate - 1e-6);      /* alone: the whole contract's rate */
@@ -211,9 +230,8 @@ static void fresh_bucket_is_full(void **state)
 	/* an idle node keeps only a sliver of the rate */
 	c = mkcall(2, ans.epoch, 0, 0);
 	c.idle = true;
-	assert_true(grant(&a, "t1", &c, &ans, NULL));
+	assert_true(grant(a, "t1", &c, &ans, NULL));
 	assert_true(fabs(ans.rate - FG_FLEET_MIN_SHARE * P.rate) < 1e-9);
-	node_stop(&a);
 }
 
 static void shares_follow_demand_within_the_contract(void **state)
@@ -256,70 +274,59 @@ static void shares_follow_demand_within_the_contract(void **state)
 
 static void a_retried_call_is_answered_once(void **state)
 {
-	(void)state;
 	SKIP_WITHOUT_REDIS();
-	struct node a;
+	struct node *a = *state;
 	struct fg_fleet_answer first, again;
 
-	flush();
-	node_start(&a, "a");
 	struct fg_fleet_call c = mkcall(1, "", 100, 300);
-	assert_true(grant(&a, "t3", &c, &first, NULL));
+	assert_true(grant(a, "t3", &c, &first, NULL));
 	c = mkcall(2, first.epoch, 100, 300);
 	c.refill = 50;
-	assert_true(grant(&a, "t3", &c, &first, NULL));
+	assert_true(grant(a, "t3", &c, &first, NULL));
 	double charged = bucket_field("t3", "charged");
 	assert_true(fabs(charged - (300 + 50 + 300)) < 1e-6); /* units, refill, units */
 	/* the answer was lost: the same call again */
-	assert_true(grant(&a, "t3", &c, &again, NULL));
+	assert_true(grant(a, "t3", &c, &again, NULL));
 	assert_true(again.replayed);
 	assert_true(again.units == first.units && again.rate == first.rate);
 	assert_true(fabs(bucket_field("t3", "charged") - charged) < 1e-9);
-	node_stop(&a);
 }
 
 static void reports_charge_only_their_epoch(void **state)
 {
-	(void)state;
 	SKIP_WITHOUT_REDIS();
-	struct node a;
+	struct node *a = *state;
 	struct fg_fleet_answer ans;
 
-	flush();
-	node_start(&a, "a");
 	/* the call that creates the bucket reports refill from before it */
 	struct fg_fleet_call c = mkcall(1, "", 100, 0);
 	c.refill = 400;
-	assert_true(grant(&a, "t4", &c, &ans, NULL));
+	assert_true(grant(a, "t4", &c, &ans, NULL));
 	assert_true(fabs(bucket_field("t4", "charged")) < 1e-9);
 	c = mkcall(2, "some-other-epoch", 100, 0);
 	c.refill = 400;
-	assert_true(grant(&a, "t4", &c, &ans, NULL));
+	assert_true(grant(a, "t4", &c, &ans, NULL));
 	assert_true(fabs(bucket_field("t4", "charged")) < 1e-9);
 	c = mkcall(3, ans.epoch, 100, 0);
 	c.refill = 400;
-	assert_true(grant(&a, "t4", &c, &ans, NULL));
+	assert_true(grant(a, "t4", &c, &ans, NULL));
 	assert_true(fabs(bucket_field("t4", "charged") - 400) < 1e-9);
-	node_stop(&a);
 }
 
 static void a_lost_store_relearns_without_burst(void **state)
 {
-	(void)state;
 	SKIP_WITHOUT_REDIS();
-	struct node a;
+	struct node *a = *state;
 	struct fg_fleet_answer ans;
 
-	flush();
-	node_start(&a, "a");
 	struct fg_fleet_call c = mkcall(1, "", 100, 0);
-	assert_true(grant(&a, "t5", &c, &ans, NULL));
+	assert_true(grant(a, "t5", &c, &ans, NULL));
 	char old[FG_FLEET_EPOCH_MAX];
 	snprintf(old, sizeof(old), "%s", ans.epoch);
 	flush(); /* Redis restarted without persistence */
 	c = mkcall(2, old, 100, 1500);
 	c.rate_now = 333;
-	assert_true(grant(&a, "t5", &c, &ans, NULL));
+	assert_true(grant(a, "t5", &c, &ans, NULL));
 	assert_true(ans.recreated && ans.learning);
 	assert_string_not_equal(ans.epoch, old);
 	assert_true(ans.units == 0);                 /* no burst while it learns */
@@ -328,10 +335,9 @@ static void a_lost_store_relearns_without_burst(void **state)
 	assert_int_equal(ans.recoveries, 1);
 	sleep_s(2.5 * T_S);
 	c = mkcall(3, ans.epoch, 100, 1500);
-	assert_true(grant(&a, "t5", &c, &ans, NULL));
+	assert_true(grant(a, "t5", &c, &ans, NULL));
 	assert_false(ans.learning);
 	assert_true(ans.units < 0.3 * P.rate);       /* only what refilled since */
-	node_stop(&a);
 }
 
 static void a_silent_node_keeps_its_fallback(void **state)
@@ -384,18 +390,15 @@ static void a_silent_node_keeps_its_fallback(void **state)
 
 static void a_restored_snapshot_is_noticed(void **state)
 {
-	(void)state;
 	SKIP_WITHOUT_REDIS();
-	struct node a;
+	struct node *a = *state;
 	struct fg_fleet_answer ans;
 
-	flush();
-	node_start(&a, "a");
 	struct fg_fleet_call c = mkcall(1, "", 100, 0);
-	assert_true(grant(&a, "t7", &c, &ans, NULL));
+	assert_true(grant(a, "t7", &c, &ans, NULL));
 	for (uint64_t s = 2; s <= 3; s++) {
 		c = mkcall(s, ans.epoch, 100, 0);
-		assert_true(grant(&a, "t7", &c, &ans, NULL));
+		assert_true(grant(a, "t7", &c, &ans, NULL));
 	}
 	/* the store comes back from a snapshot older than call 2: seq 4 follows
 	 * a record at seq 1 */
@@ -411,24 +414,20 @@ static void a_restored_snapshot_is_noticed(void **state)
 	freeReplyObject(rec);
 	redisFree(r);
 	c = mkcall(4, ans.epoch, 100, 1000);
-	assert_true(grant(&a, "t7", &c, &ans, NULL));
+	assert_true(grant(a, "t7", &c, &ans, NULL));
 	assert_int_equal(ans.recoveries, 1);
 	assert_true(ans.learning && ans.units == 0);
 	assert_true(ans.fleet_level < 20); /* no surplus kept: what refilled since the last call, ms */
-	node_stop(&a);
 }
 
 static void peaks_fleet_wide(void **state)
 {
-	(void)state;
 	SKIP_WITHOUT_REDIS();
-	struct node a;
+	struct node *a = *state;
 	char tenants[2][FG_NAME_MAX] = { "x", "y" };
 	double units[2], peak[2];
 	struct fg_fleet_batch b = { 0 };
 
-	flush();
-	node_start(&a, "a");
 	b.report = (struct fg_fleet_report){ .send = true, .window_s = 0.3, .node_timeout_s = 5,
 					     .n = 2, .tenant = tenants, .units = units, .peak = peak };
 	/* x peaks in one window, y in the next: each tenant's peak is 100 units
@@ -438,9 +437,9 @@ static void peaks_fleet_wide(void **state)
 		units[0] = plan[w][0];
 		units[1] = plan[w][1];
 		b.report.seq = (uint64_t)w + 1;
-		assert_true(fg_fleet_client_submit(a.client, &b));
-		assert_true(fg_fleet_client_wait(a.client, 3000000000ull));
-		fg_fleet_client_take(a.client);
+		assert_true(fg_fleet_client_submit(a->client, &b));
+		assert_true(fg_fleet_client_wait(a->client, 3000000000ull));
+		fg_fleet_client_take(a->client);
 		assert_true(b.report.ok);
 		sleep_s(0.31);
 	}
@@ -452,11 +451,10 @@ static void peaks_fleet_wide(void **state)
 	/* a retried report is not counted twice */
 	units[0] = 30;
 	units[1] = 0;
-	assert_true(fg_fleet_client_submit(a.client, &b));
-	assert_true(fg_fleet_client_wait(a.client, 3000000000ull));
-	fg_fleet_client_take(a.client);
+	assert_true(fg_fleet_client_submit(a->client, &b));
+	assert_true(fg_fleet_client_wait(a->client, 3000000000ull));
+	fg_fleet_client_take(a->client);
 	assert_true(fabs(b.report.sum_tenant_peaks - 200) < 1e-6);
-	node_stop(&a);
 }
 
 /* Three nodes that admit everything their bucket holds, as fast as they
@@ -544,14 +542,14 @@ static void greedy_nodes_stay_within_the_bound(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(fresh_bucket_is_full),
+		cmocka_unit_test_setup_teardown(fresh_bucket_is_full, one_node_up, one_node_down),
 		cmocka_unit_test(shares_follow_demand_within_the_contract),
-		cmocka_unit_test(a_retried_call_is_answered_once),
-		cmocka_unit_test(reports_charge_only_their_epoch),
-		cmocka_unit_test(a_lost_store_relearns_without_burst),
+		cmocka_unit_test_setup_teardown(a_retried_call_is_answered_once, one_node_up, one_node_down),
+		cmocka_unit_test_setup_teardown(reports_charge_only_their_epoch, one_node_up, one_node_down),
+		cmocka_unit_test_setup_teardown(a_lost_store_relearns_without_burst, one_node_up, one_node_down),
 		cmocka_unit_test(a_silent_node_keeps_its_fallback),
-		cmocka_unit_test(a_restored_snapshot_is_noticed),
-		cmocka_unit_test(peaks_fleet_wide),
+		cmocka_unit_test_setup_teardown(a_restored_snapshot_is_noticed, one_node_up, one_node_down),
+		cmocka_unit_test_setup_teardown(peaks_fleet_wide, one_node_up, one_node_down),
 		cmocka_unit_test(greedy_nodes_stay_within_the_bound),
 	};
 	return cmocka_run_group_tests_name("fleet_store", tests, start_redis, stop_redis);
