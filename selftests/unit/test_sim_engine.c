@@ -135,13 +135,30 @@ static void pool_is_whole_again(struct sim_engine *e)
 
 /* ---- timings ------------------------------------------------------------------ */
 
+/* An engine on the seed's cost model whose events go to a fresh tracker
+ * (*t); engine_done frees both. */
+static struct sim_engine *tracked_engine(const struct sim_engine_config *cfg, struct tracker **t)
+{
+	struct fg_cost_model cm = seed_cost_model();
+
+	*t = calloc(1, sizeof(**t));
+	assert_non_null(*t);
+	return sim_engine_new(cfg, &cm, track, *t);
+}
+
+static void engine_done(struct sim_engine *e, struct tracker *t)
+{
+	sim_engine_free(e);
+	free(t);
+}
+
 static void lone_prompt_ttft_is_prefill_time(void **state)
 {
 	(void)state;
 	struct fg_cost_model cm = seed_cost_model();
 	struct sim_engine_config cfg = config(646503);
-	struct tracker *t = calloc(1, sizeof(*t));
-	struct sim_engine *e = sim_engine_new(&cfg, &cm, track, t);
+	struct tracker *t;
+	struct sim_engine *e = tracked_engine(&cfg, &t);
 
 	add(e, 2000, 1, 1, 0, NULL, 0);
 	assert_int_equal(run(e), 1);
@@ -151,8 +168,7 @@ static void lone_prompt_ttft_is_prefill_time(void **state)
 	assert_close(t->first_token[0], 0.0713, 0.005);
 	assert_int_equal(t->finish[0], SIM_FINISH_LENGTH);
 	pool_is_whole_again(e);
-	sim_engine_free(e);
-	free(t);
+	engine_done(e, t);
 }
 
 static void arrival_offsets_ttft(void **state)
@@ -160,15 +176,14 @@ static void arrival_offsets_ttft(void **state)
 	(void)state;
 	struct fg_cost_model cm = seed_cost_model();
 	struct sim_engine_config cfg = config(646503);
-	struct tracker *t = calloc(1, sizeof(*t));
-	struct sim_engine *e = sim_engine_new(&cfg, &cm, track, t);
+	struct tracker *t;
+	struct sim_engine *e = tracked_engine(&cfg, &t);
 
 	sim_engine_advance_idle(e, 5.0);
 	add(e, 2000, 1, 1, 0, NULL, 5.0);
 	run(e);
 	assert_close(t->first_token[0] - 5.0, 2000 * cm.prompt_token_s, 1e-9);
-	sim_engine_free(e);
-	free(t);
+	engine_done(e, t);
 }
 
 static void long_prompt_prefills_in_chunks(void **state)
@@ -176,8 +191,8 @@ static void long_prompt_prefills_in_chunks(void **state)
 	(void)state;
 	struct fg_cost_model cm = seed_cost_model();
 	struct sim_engine_config cfg = config(646503);
-	struct tracker *t = calloc(1, sizeof(*t));
-	struct sim_engine *e = sim_engine_new(&cfg, &cm, track, t);
+	struct tracker *t;
+	struct sim_engine *e = tracked_engine(&cfg, &t);
 
 	add(e, 20000, 1, 1, 0, NULL, 0);
 	assert_true(sim_engine_step_begin(e) > 0);
@@ -191,8 +206,7 @@ static void long_prompt_prefills_in_chunks(void **state)
 	const struct sim_histogram *it = &sim_engine_stats(e)->iteration_tokens;
 	assert_int_equal(it->count, 1);
 	assert_true(it->sum == 20001);
-	sim_engine_free(e);
-	free(t);
+	engine_done(e, t);
 }
 
 static void decode_step_matches_formula(void **state)
@@ -239,8 +253,8 @@ static void mixed_step_adds_prefill_and_decode(void **state)
 	(void)state;
 	struct fg_cost_model cm = seed_cost_model();
 	struct sim_engine_config cfg = config(646503);
-	struct tracker *t = calloc(1, sizeof(*t));
-	struct sim_engine *e = sim_engine_new(&cfg, &cm, track, t);
+	struct tracker *t;
+	struct sim_engine *e = tracked_engine(&cfg, &t);
 
 	add(e, 100, 1, 10, 0, NULL, 0);
 	sim_engine_step_begin(e);
@@ -253,8 +267,7 @@ static void mixed_step_adds_prefill_and_decode(void **state)
 	assert_close(d, 500 * cm.prompt_token_s + fg_decode_step_s(&cm, 101), 1e-12);
 	sim_engine_step_end(e);
 	run(e);
-	sim_engine_free(e);
-	free(t);
+	engine_done(e, t);
 }
 
 /* ---- KV pressure ---------------------------------------------------------------- */
@@ -262,12 +275,11 @@ static void mixed_step_adds_prefill_and_decode(void **state)
 static void oversubscribed_pool_preempts_and_recomputes(void **state)
 {
 	(void)state;
-	struct fg_cost_model cm = seed_cost_model();
 	struct sim_engine_config cfg = config(4096); /* 256 blocks */
-	struct tracker *t = calloc(1, sizeof(*t));
+	struct tracker *t;
 
 	cfg.max_model_len = 4096;
-	struct sim_engine *e = sim_engine_new(&cfg, &cm, track, t);
+	struct sim_engine *e = tracked_engine(&cfg, &t);
 	/* four contexts growing to 2000 tokens each: 8000 > 4096 */
 	for (uint32_t i = 0; i < 4; i++)
 		add(e, 1000, i, 1000, 0, NULL, 0);
@@ -285,19 +297,17 @@ static void oversubscribed_pool_preempts_and_recomputes(void **state)
 	assert_int_equal(t->preempted[0], 0); /* the oldest always keeps its blocks */
 	assert_int_equal(st->generation_tokens, 4000);
 	pool_is_whole_again(e);
-	sim_engine_free(e);
-	free(t);
+	engine_done(e, t);
 }
 
 static void fitting_load_never_preempts(void **state)
 {
 	(void)state;
-	struct fg_cost_model cm = seed_cost_model();
 	struct sim_engine_config cfg = config(4096);
-	struct tracker *t = calloc(1, sizeof(*t));
+	struct tracker *t;
 
 	cfg.max_model_len = 4096;
-	struct sim_engine *e = sim_engine_new(&cfg, &cm, track, t);
+	struct sim_engine *e = tracked_engine(&cfg, &t);
 	for (uint32_t i = 0; i < 2; i++) /* 2 x 2000 tokens = 250 blocks of 256 */
 		add(e, 1000, i, 1000, 0, NULL, 0);
 	run(e);
@@ -306,20 +316,18 @@ static void fitting_load_never_preempts(void **state)
 	assert_int_equal(t->tokens[0], 1000);
 	assert_int_equal(t->tokens[1], 1000);
 	pool_is_whole_again(e);
-	sim_engine_free(e);
-	free(t);
+	engine_done(e, t);
 }
 
 static void priority_preempts_the_worst_priority(void **state)
 {
 	(void)state;
-	struct fg_cost_model cm = seed_cost_model();
 	struct sim_engine_config cfg = config(4096);
-	struct tracker *t = calloc(1, sizeof(*t));
+	struct tracker *t;
 
 	cfg.max_model_len = 4096;
 	cfg.policy = SIM_SCHED_PRIORITY;
-	struct sim_engine *e = sim_engine_new(&cfg, &cm, track, t);
+	struct sim_engine *e = tracked_engine(&cfg, &t);
 	add(e, 1000, 0, 1000, 0, NULL, 0);
 	add(e, 1000, 1, 1000, 5, NULL, 0);  /* worst priority, not the latest */
 	add(e, 1000, 2, 1000, 0, NULL, 0);
@@ -333,21 +341,19 @@ static void priority_preempts_the_worst_priority(void **state)
 	for (uint32_t i = 0; i < 4; i++)
 		assert_int_equal(t->tokens[i], 1000);
 	pool_is_whole_again(e);
-	sim_engine_free(e);
-	free(t);
+	engine_done(e, t);
 }
 
 static void priority_orders_the_waiting_queue(void **state)
 {
 	(void)state;
-	struct fg_cost_model cm = seed_cost_model();
 	struct sim_engine_config cfg = config(646503);
-	struct tracker *t = calloc(1, sizeof(*t));
+	struct tracker *t;
 
 	cfg.policy = SIM_SCHED_PRIORITY;
 	cfg.max_num_seqs = 1; /* one at a time, so the order shows */
 	cfg.max_num_batched_tokens = 8192;
-	struct sim_engine *e = sim_engine_new(&cfg, &cm, track, t);
+	struct sim_engine *e = tracked_engine(&cfg, &t);
 	add(e, 100, 0, 2, 3, NULL, 0);
 	add(e, 100, 1, 2, 1, NULL, 0);
 	add(e, 100, 2, 2, 1, NULL, 0); /* same priority, later arrival than 1 */
@@ -356,19 +362,17 @@ static void priority_orders_the_waiting_queue(void **state)
 	assert_true(t->first_token[1] < t->first_token[2]);
 	assert_true(t->first_token[2] < t->first_token[3]);
 	assert_true(t->first_token[3] < t->first_token[0]);
-	sim_engine_free(e);
-	free(t);
+	engine_done(e, t);
 }
 
 static void max_num_seqs_caps_the_batch(void **state)
 {
 	(void)state;
-	struct fg_cost_model cm = seed_cost_model();
 	struct sim_engine_config cfg = config(646503);
-	struct tracker *t = calloc(1, sizeof(*t));
+	struct tracker *t;
 
 	cfg.max_num_seqs = 4;
-	struct sim_engine *e = sim_engine_new(&cfg, &cm, track, t);
+	struct sim_engine *e = tracked_engine(&cfg, &t);
 	for (uint32_t i = 0; i < 10; i++)
 		add(e, 50, i, 20, 0, NULL, 0);
 	sim_engine_step_begin(e);
@@ -377,8 +381,7 @@ static void max_num_seqs_caps_the_batch(void **state)
 	sim_engine_step_end(e);
 	run(e);
 	assert_true(t->first_scheduled[9] > 0); /* waited for a slot */
-	sim_engine_free(e);
-	free(t);
+	engine_done(e, t);
 }
 
 /* ---- prefix cache ------------------------------------------------------------------ */
@@ -398,8 +401,8 @@ static void same_prompt_hits_the_cache_other_salt_does_not(void **state)
 	(void)state;
 	struct fg_cost_model cm = seed_cost_model();
 	struct sim_engine_config cfg = config(646503);
-	struct tracker *t = calloc(1, sizeof(*t));
-	struct sim_engine *e = sim_engine_new(&cfg, &cm, track, t);
+	struct tracker *t;
+	struct sim_engine *e = tracked_engine(&cfg, &t);
 	double pt = cm.prompt_token_s;
 
 	assert_close(ttft_of(e, t, 7, NULL), 2000 * pt, 1e-9);
@@ -414,17 +417,15 @@ static void same_prompt_hits_the_cache_other_salt_does_not(void **state)
 	const struct sim_engine_stats *st = sim_engine_stats(e);
 	assert_int_equal(st->prefix_cache_queries, 5 * 2000);
 	assert_int_equal(st->prefix_cache_hits, 2 * 1984);
-	sim_engine_free(e);
-	free(t);
+	engine_done(e, t);
 }
 
 static void shared_prefix_hits_partially(void **state)
 {
 	(void)state;
-	struct fg_cost_model cm = seed_cost_model();
 	struct sim_engine_config cfg = config(646503);
-	struct tracker *t = calloc(1, sizeof(*t));
-	struct sim_engine *e = sim_engine_new(&cfg, &cm, track, t);
+	struct tracker *t;
+	struct sim_engine *e = tracked_engine(&cfg, &t);
 	uint32_t *a = prompt_ids(1000, 3), *b = prompt_ids(1000, 3);
 
 	for (uint32_t i = 500; i < 1000; i++)
@@ -438,8 +439,7 @@ static void shared_prefix_hits_partially(void **state)
 	assert_int_equal(t->cached[1], 31 * 16);
 	free(a);
 	free(b);
-	sim_engine_free(e);
-	free(t);
+	engine_done(e, t);
 }
 
 static void disabled_prefix_cache_never_hits(void **state)
@@ -454,8 +454,7 @@ static void disabled_prefix_cache_never_hits(void **state)
 	ttft_of(e, t, 7, NULL);
 	assert_close(ttft_of(e, t, 7, NULL), 2000 * cm.prompt_token_s, 1e-9);
 	assert_int_equal(sim_engine_stats(e)->prefix_cache_hits, 0);
-	sim_engine_free(e);
-	free(t);
+	engine_done(e, t);
 }
 
 /* ---- lifecycle ------------------------------------------------------------------------ */
@@ -463,10 +462,9 @@ static void disabled_prefix_cache_never_hits(void **state)
 static void abort_mid_step_frees_everything(void **state)
 {
 	(void)state;
-	struct fg_cost_model cm = seed_cost_model();
 	struct sim_engine_config cfg = config(646503);
-	struct tracker *t = calloc(1, sizeof(*t));
-	struct sim_engine *e = sim_engine_new(&cfg, &cm, track, t);
+	struct tracker *t;
+	struct sim_engine *e = tracked_engine(&cfg, &t);
 	struct sim_seq *a = add(e, 3000, 1, 50, 0, NULL, 0);
 	struct sim_seq *b = add(e, 3000, 2, 50, 0, NULL, 0);
 	struct sim_seq *w = add(e, 9000, 3, 50, 0, NULL, 0);
@@ -482,8 +480,7 @@ static void abort_mid_step_frees_everything(void **state)
 	assert_int_equal(t->n_finished, 1);
 	assert_int_equal(sim_engine_stats(e)->requests_finished[SIM_FINISH_ABORT], 2);
 	pool_is_whole_again(e);
-	sim_engine_free(e);
-	free(t);
+	engine_done(e, t);
 }
 
 static void free_with_work_in_flight_does_not_leak(void **state)
@@ -554,8 +551,7 @@ static void workload(uint64_t seed, double *out, size_t n_out)
 	}
 	assert_int_equal(t->n_finished, 40);
 	pool_is_whole_again(e);
-	sim_engine_free(e);
-	free(t);
+	engine_done(e, t);
 }
 
 static void same_seed_same_schedule(void **state)
@@ -578,13 +574,12 @@ static void same_seed_same_schedule(void **state)
 static void uniform_output_len_stays_in_range(void **state)
 {
 	(void)state;
-	struct fg_cost_model cm = seed_cost_model();
 	struct sim_engine_config cfg = config(646503);
-	struct tracker *t = calloc(1, sizeof(*t));
+	struct tracker *t;
 
 	cfg.output_len = SIM_OUTPUT_UNIFORM;
 	cfg.seed = 7;
-	struct sim_engine *e = sim_engine_new(&cfg, &cm, track, t);
+	struct sim_engine *e = tracked_engine(&cfg, &t);
 	for (uint32_t i = 0; i < 200; i++)
 		add(e, 10, i, 8, 0, NULL, 0);
 	run(e);
@@ -596,21 +591,19 @@ static void uniform_output_len_stays_in_range(void **state)
 	}
 	for (uint32_t k = 1; k <= 8; k++)
 		assert_true(seen[k] > 5); /* roughly uniform, every length appears */
-	sim_engine_free(e);
-	free(t);
+	engine_done(e, t);
 }
 
 /* min_tokens delays a natural stop; ignore_eos removes it. */
 static void min_tokens_and_ignore_eos_bound_the_stop(void **state)
 {
 	(void)state;
-	struct fg_cost_model cm = seed_cost_model();
 	struct sim_engine_config cfg = config(646503);
-	struct tracker *t = calloc(1, sizeof(*t));
+	struct tracker *t;
 
 	cfg.output_len = SIM_OUTPUT_UNIFORM;
 	cfg.seed = 7;
-	struct sim_engine *e = sim_engine_new(&cfg, &cm, track, t);
+	struct sim_engine *e = tracked_engine(&cfg, &t);
 	for (uint32_t i = 0; i < 200; i++) {
 		uint32_t *ids = prompt_ids(10, i);
 		struct sim_seq_params p = { .prompt = ids, .n_prompt = 10, .max_tokens = 8,
@@ -629,8 +622,7 @@ static void min_tokens_and_ignore_eos_bound_the_stop(void **state)
 		assert_int_equal(t->tokens[i], 8);
 		assert_int_equal(t->finish[i], SIM_FINISH_LENGTH);
 	}
-	sim_engine_free(e);
-	free(t);
+	engine_done(e, t);
 }
 
 int main(void)
