@@ -141,6 +141,29 @@ static void key(char *out, size_t len, const char *tag, const char *suffix)
 	snprintf(out, len, "fg:{%s}:%s", tag, suffix);
 }
 
+/* FCALL fn 3 <three keys of one hash tag> node incarnation: the head every
+ * call of fleet_store.lua takes; returns how many arguments it wrote. */
+enum { FCALL_HEAD = 8 };
+
+static uint32_t fcall_head(const char **argv, char k[3][FG_NAME_MAX + 16],
+			   const struct fg_fleet_client *c, const char *fn, const char *tag,
+			   const char suffix[3])
+{
+	for (int i = 0; i < 3; i++) {
+		char s[2] = { suffix[i], 0 };
+		key(k[i], FG_NAME_MAX + 16, tag, s);
+	}
+	argv[0] = "FCALL";
+	argv[1] = fn;
+	argv[2] = "3";
+	argv[3] = k[0];
+	argv[4] = k[1];
+	argv[5] = k[2];
+	argv[6] = c->node;
+	argv[7] = c->inc;
+	return FCALL_HEAD;
+}
+
 static void append_grant(struct fg_fleet_client *c, const struct fg_fleet_req *q)
 {
 	char k[3][FG_NAME_MAX + 16], num[GRANT_ARGS][40];
@@ -150,19 +173,8 @@ static void append_grant(struct fg_fleet_client *c, const struct fg_fleet_req *q
 	double v[] = { p->rate, p->depth, p->period_s, p->node_timeout_s, p->floor,
 		       FG_FLEET_MIN_SHARE, x->demand, x->rate_now, x->refill, x->usage,
 		       x->want, x->has };
-	int n = 0;
+	int n = (int)fcall_head(argv, k, c, "fg_grant", q->tenant, "bna");
 
-	key(k[0], sizeof(k[0]), q->tenant, "b");
-	key(k[1], sizeof(k[1]), q->tenant, "n");
-	key(k[2], sizeof(k[2]), q->tenant, "a");
-	argv[n++] = "FCALL";
-	argv[n++] = "fg_grant";
-	argv[n++] = "3";
-	argv[n++] = k[0];
-	argv[n++] = k[1];
-	argv[n++] = k[2];
-	argv[n++] = c->node;
-	argv[n++] = c->inc;
 	snprintf(num[0], sizeof(num[0]), "%llu", (unsigned long long)x->seq);
 	argv[n++] = num[0];
 	argv[n++] = x->epoch;
@@ -179,20 +191,10 @@ static void append_grant(struct fg_fleet_client *c, const struct fg_fleet_req *q
 static void append_leave(struct fg_fleet_client *c, const struct fg_fleet_req *q)
 {
 	char k[3][FG_NAME_MAX + 16];
-	const char *argv[8];
+	const char *argv[FCALL_HEAD];
 
-	key(k[0], sizeof(k[0]), q->tenant, "b");
-	key(k[1], sizeof(k[1]), q->tenant, "n");
-	key(k[2], sizeof(k[2]), q->tenant, "a");
-	argv[0] = "FCALL";
-	argv[1] = "fg_leave";
-	argv[2] = "3";
-	argv[3] = k[0];
-	argv[4] = k[1];
-	argv[5] = k[2];
-	argv[6] = c->node;
-	argv[7] = c->inc;
-	redisAppendCommandArgv(c->rc, 8, argv, NULL);
+	redisAppendCommandArgv(c->rc, fcall_head(argv, k, c, "fg_leave", q->tenant, "bna"), argv,
+			       NULL);
 }
 
 static void append_report(struct fg_fleet_client *c, const struct fg_fleet_report *rp)
@@ -200,7 +202,7 @@ static void append_report(struct fg_fleet_client *c, const struct fg_fleet_repor
 	uint32_t argc = 11 + 2 * rp->n; /* FCALL fg_report 3 KEYS... node inc seq W X, pairs */
 	const char **argv = calloc(argc + 1, sizeof(*argv));
 	char (*nums)[40] = calloc(rp->n + 3, sizeof(*nums));
-	char k[3][32];
+	char k[3][FG_NAME_MAX + 16];
 
 	if (!argv || !nums) {
 		free(argv);
@@ -208,18 +210,7 @@ static void append_report(struct fg_fleet_client *c, const struct fg_fleet_repor
 		redisAppendCommand(c->rc, "PING"); /* keeps the replies in step; read as an error */
 		return;
 	}
-	key(k[0], sizeof(k[0]), "*fleet", "n");
-	key(k[1], sizeof(k[1]), "*fleet", "p");
-	key(k[2], sizeof(k[2]), "*fleet", "a");
-	uint32_t n = 0;
-	argv[n++] = "FCALL";
-	argv[n++] = "fg_report";
-	argv[n++] = "3";
-	argv[n++] = k[0];
-	argv[n++] = k[1];
-	argv[n++] = k[2];
-	argv[n++] = c->node;
-	argv[n++] = c->inc;
+	uint32_t n = fcall_head(argv, k, c, "fg_report", "*fleet", "npa");
 	snprintf(nums[0], sizeof(nums[0]), "%llu", (unsigned long long)rp->seq);
 	snprintf(nums[1], sizeof(nums[0]), "%.17g", rp->window_s);
 	snprintf(nums[2], sizeof(nums[0]), "%.17g", rp->node_timeout_s);
