@@ -42,7 +42,7 @@ check "uncommented, agent.fleet points at deploy/redis.yaml's Service" \
 # node-local metrics are the other way the checker accepts
 rm -rf "$tmp/d"; cp -r "$FG_ROOT/deploy" "$tmp/d"
 sed -i 's|"/etc/fairgate/tenants/tenants.yaml",|"/etc/fairgate/tenants/tenants.yaml"]|; /"--metrics-address", "$(NODE_IP)"\]/d' "$tmp/d/daemonset.yaml"
-check "the copy has no --metrics-address" bash -c '! grep -q -- --metrics-address "$1"' _ "$tmp/d/daemonset.yaml"
+check "the copy's agent has no --metrics-address" bash -c '! grep -qF -- "\"--metrics-address\"" "$1"' _ "$tmp/d/daemonset.yaml"
 out=$(manifest_check "$tmp/d/daemonset.yaml" "$tmp/d/vllm.yaml" "$tmp/d/redis.yaml" 2>&1); rc=$?
 check "without --metrics-address (metrics on the node's loopback) the manifests pass ($out)" test $rc -eq 0
 
