@@ -20,22 +20,8 @@ BUILD=$(cd "${1:-build}" && pwd)
 command -v redis-server >/dev/null || { echo "fleet bench: needs redis-server (scripts/deps.sh)"; exit 1; }
 ROUNDS=${FG_BENCH_ROUNDS:-5} SECS=${FG_BENCH_SECONDS:-4} RATE=${FG_BENCH_RATE:-400}
 ACTIVE=${FG_BENCH_ACTIVE:-10} TENANTS=100 IDLE_S=${FG_BENCH_IDLE_SECONDS:-6}
-SNS=fgt-flb-s$$ CNS=fgt-flb-c$$ SRV=10.249.0.1
-TMP=$(mktemp -d /tmp/fgt-flb.XXXXXX)
-PIDS=()
-cleanup() {
-	for p in "${PIDS[@]}"; do kill -TERM "$p" 2>/dev/null; done
-	for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null; done
-	ip netns del "$SNS" 2>/dev/null
-	ip netns del "$CNS" 2>/dev/null
-	rm -rf "$TMP"
-}
-trap cleanup EXIT
-ip netns add "$SNS" && ip netns add "$CNS" || exit 1
-ip link add flb-s netns "$SNS" type veth peer name flb-c netns "$CNS"
-for ns in "$SNS" "$CNS"; do ip -n "$ns" link set lo up; done
-ip -n "$SNS" link set flb-s up && ip -n "$CNS" link set flb-c up
-ip -n "$SNS" addr add $SRV/24 dev flb-s && ip -n "$CNS" addr add 10.249.0.2/24 dev flb-c
+source "$(dirname "$0")/netpair.inc"
+netpair flb 10.249.0
 head -c 24 /dev/urandom | base64 >"$TMP/redis.pass"
 chmod 600 "$TMP/redis.pass"
 

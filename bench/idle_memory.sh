@@ -18,31 +18,25 @@
 # request back until the engine has room for it); the ratio is
 # fairgated/nginx. ROUNDS (FG_BENCH_ROUNDS, default 3) repeat everything;
 # medians and ranges are printed at the end. User-space RSS only: the
-# kernel's socket buffers are the same for both and not counted.
+# kernel's socket buffers are the same for both and not counted. A case
+# whose proxy holds fewer than N connections (counted on its side) or
+# answers fewer than N requests stops the bench: its figure would be per
+# connection it did not hold. fairgated's connection caps and body budget
+# are raised to N for that (its defaults would refuse part of one client's
+# 10,000 connections and 64 KiB bodies).
 # Everything runs in namespaces it creates (fgt-imb-*) and is removed on exit.
 set -u
 BUILD=$(cd "${1:-build}" && pwd)
 [ "$(id -u)" -eq 0 ] || { echo "idle_memory bench: needs root (namespaces)"; exit 0; }
 command -v nginx >/dev/null || { echo "idle_memory bench: needs nginx (scripts/deps.sh --bench)"; exit 1; }
 N=${FG_BENCH_CONNS:-10000} S=${FG_BENCH_STREAMS:-200} ROUNDS=${FG_BENCH_ROUNDS:-3}
-SNS=fgt-imb-s$$ CNS=fgt-imb-c$$ SRV=10.254.0.1
-TMP=$(mktemp -d /tmp/fgt-imb.XXXXXX)
-PIDS=()
-cleanup() {
-	for p in "${PIDS[@]}"; do kill -TERM "$p" 2>/dev/null; done
-	for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null; done
-	ip netns del "$SNS" 2>/dev/null
-	ip netns del "$CNS" 2>/dev/null
-	rm -rf "$TMP"
-}
-trap cleanup EXIT
-ip netns add "$SNS" && ip netns add "$CNS" || exit 1
-ip link add imb-s netns "$SNS" type veth peer name imb-c netns "$CNS"
-for ns in "$SNS" "$CNS"; do ip -n "$ns" link set lo up; done
-ip -n "$SNS" link set imb-s up && ip -n "$CNS" link set imb-c up
-ip -n "$SNS" addr add $SRV/24 dev imb-s && ip -n "$CNS" addr add 10.254.0.2/24 dev imb-c
+source "$(dirname "$0")/netpair.inc"
+netpair imb 10.254.0
 # room for 10,000 connections and their SYNs arriving at once (and the fds:
-# 10,000 need a nofile of at least ~10,100; the hard limit is checked below)
+# each side needs N plus a few, and fairgated's connection caps are set to
+# N + 100 below, since by default they come from the fd limit)
+[ "$(ulimit -Hn)" -ge $((N + 200)) ] ||
+	{ echo "idle_memory bench: $N connections need a nofile hard limit above $((N + 200)), have $(ulimit -Hn)"; exit 1; }
 for ns in "$SNS" "$CNS"; do
 	ip netns exec "$ns" sysctl -qw net.core.somaxconn=65535 net.ipv4.tcp_max_syn_backlog=65535 \
 		net.ipv4.ip_local_port_range="10000 65000"
@@ -65,6 +59,12 @@ agent:
   metrics_listen: 127.0.0.1:9464
   salt_secret_file: $TMP/salt.key
   timeouts: {header_s: 300, body_s: 300, idle_s: 300}
+  # every connection the client opens (one address), not the defaults'
+  # half of the fds and half of that per source, which would cut the run;
+  # and every 64 KiB body at once (10,000 of them are 640 MiB, past the
+  # default budget of 256 MiB, which would answer some 503 instead)
+  limits: {max_connections: $((N + 100)), max_connections_per_source: $((N + 100)),
+           max_buffered_bytes: $(( (N + 100) * 128 * 1024 > 1 << 30 ? (N + 100) * 128 * 1024 : 1 << 30 ))}
 POLICY
 mkdir -p "$TMP/nginx/logs"
 cat >"$TMP/nginx/nginx.conf" <<NGINX
@@ -172,7 +172,9 @@ hold() {
 		done
 		if [ -n "$file" ]; then
 			for fd in "${fds[@]}"; do
-				read -r -t 120 -u "$fd" line && [[ $line == "HTTP/1.1 200"* ]] && answered=$((answered + 1))
+				# no read -t: bash waits with select(), which aborts on an
+				# fd past FD_SETSIZE (1024); the caller gives up after 300 s
+				read -r -u "$fd" line && [[ $line == "HTTP/1.1 200"* ]] && answered=$((answered + 1))
 			done
 		fi
 		echo "held ${#fds[@]} answered $answered" >"$out"
@@ -206,10 +208,20 @@ measure() {
 	esac
 	sleep 1
 	after=$(rss_kb "$PROXY_PID")
+	# what the proxy holds, counted on its side: a cap or a refusal that
+	# closed some would make the per-connection figure a lie
+	est=$(ip netns exec "$SNS" ss -Htn state established sport = :"$PORT" | wc -l)
 	stop "$HOLD"
 	stop "$PROXY_STOP"
 	awk -v a="$after" -v b="$before" -v n="$per" 'BEGIN { printf "%.2f", (a - b) / n }' >"$TMP/kib"
-	echo " $(cat "$TMP/hold.out"), RSS $before -> $after kB" >"$TMP/why"
+	echo " $(cat "$TMP/hold.out"), $est established at the proxy, RSS $before -> $after kB" >"$TMP/why"
+	local answered
+	answered=$(sed -n 's/.* answered \([0-9]*\).*/\1/p' "$TMP/hold.out")
+	if [ "$est" -lt "$per" ] || { { [ "$c" = small ] || [ "$c" = 64k ]; } && [ "${answered:-0}" -lt "$per" ]; }; then
+		echo "idle_memory bench: $name held $est of $per connections (or answered fewer) in case $c:$(cat "$TMP/why")"
+		tail -n 3 "$TMP/agent.log" "$TMP/nginx/logs/error.log" 2>/dev/null
+		exit 1
+	fi
 }
 
 CASES=(idle small 64k stream)

@@ -28,22 +28,8 @@ command -v wrk >/dev/null && command -v nginx >/dev/null ||
 	{ echo "proxy bench: needs wrk and nginx (scripts/deps.sh --bench)"; exit 1; }
 ROUNDS=${FG_BENCH_ROUNDS:-9} SECS=${FG_BENCH_SECONDS:-3} RATE=${FG_BENCH_RATE:-1000}
 ON_PROXY="taskset -c 0" # both proxies, the same way (see the top)
-SNS=fgt-pxb-s$$ CNS=fgt-pxb-c$$ SRV=10.251.0.1
-TMP=$(mktemp -d /tmp/fgt-pxb.XXXXXX)
-PIDS=()
-cleanup() {
-	for p in "${PIDS[@]}"; do kill -TERM "$p" 2>/dev/null; done
-	for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null; done
-	ip netns del "$SNS" 2>/dev/null
-	ip netns del "$CNS" 2>/dev/null
-	rm -rf "$TMP"
-}
-trap cleanup EXIT
-ip netns add "$SNS" && ip netns add "$CNS" || exit 1
-ip link add pxb-s netns "$SNS" type veth peer name pxb-c netns "$CNS"
-for ns in "$SNS" "$CNS"; do ip -n "$ns" link set lo up; done
-ip -n "$SNS" link set pxb-s up && ip -n "$CNS" link set pxb-c up
-ip -n "$SNS" addr add $SRV/24 dev pxb-s && ip -n "$CNS" addr add 10.251.0.2/24 dev pxb-c
+source "$(dirname "$0")/netpair.inc"
+netpair pxb 10.251.0
 head -c 32 /dev/urandom >"$TMP/salt.key"
 chmod 600 "$TMP/salt.key"
 

@@ -17,22 +17,8 @@ set -u
 BUILD=$(cd "${1:-build}" && pwd)
 [ "$(id -u)" -eq 0 ] || { echo "tokenize bench: needs root (namespaces)"; exit 0; }
 ROUNDS=${FG_BENCH_ROUNDS:-7} PER=${FG_BENCH_REQUESTS:-11}
-SNS=fgt-tkb-s$$ CNS=fgt-tkb-c$$ SRV=10.252.0.1
-TMP=$(mktemp -d /tmp/fgt-tkb.XXXXXX)
-PIDS=()
-cleanup() {
-	for p in "${PIDS[@]}"; do kill -TERM "$p" 2>/dev/null; done
-	for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null; done
-	ip netns del "$SNS" 2>/dev/null
-	ip netns del "$CNS" 2>/dev/null
-	rm -rf "$TMP"
-}
-trap cleanup EXIT
-ip netns add "$SNS" && ip netns add "$CNS" || exit 1
-ip link add tkb-s netns "$SNS" type veth peer name tkb-c netns "$CNS"
-for ns in "$SNS" "$CNS"; do ip -n "$ns" link set lo up; done
-ip -n "$SNS" link set tkb-s up && ip -n "$CNS" link set tkb-c up
-ip -n "$SNS" addr add $SRV/24 dev tkb-s && ip -n "$CNS" addr add 10.252.0.2/24 dev tkb-c
+source "$(dirname "$0")/netpair.inc"
+netpair tkb 10.252.0
 head -c 32 /dev/urandom >"$TMP/salt.key"
 chmod 600 "$TMP/salt.key"
 hash() { printf %s "$1" | sha256sum | cut -d' ' -f1; }

@@ -14,6 +14,9 @@ RUN_PKGS="iproute2 iptables curl procps util-linux bsdextrautils ethtool jq bc o
 # the image test (selftests/e2e/deploy_image.sh): podman, and runc because
 # crun refuses a kernel with a hybrid cgroup layout
 RUN_PKGS="$RUN_PKGS podman runc"
+# the deploy tests: promtool checks deploy/prometheus-scrape.yaml and a
+# real Prometheus scrapes the agent's container with its token
+RUN_PKGS="$RUN_PKGS prometheus"
 # the manifest checker runs on Node.js; a machine whose nodejs already
 # bundles npm (NodeSource's) conflicts with Debian's npm, so ask for them
 # only when missing
@@ -55,10 +58,10 @@ fi
 echo "deps: installing ${missing[*]}"
 export DEBIAN_FRONTEND=noninteractive
 apt-get update -q >/dev/null
-# nginx's and redis-server's postinst would start a system nginx on :80 and a
-# system Redis on :6379; the benchmarks and tests start their own, so keep the
-# packages from launching one.
-if printf '%s\n' "${missing[@]}" | grep -qE 'nginx|redis'; then
+# nginx's, redis-server's and prometheus' postinst would start a system
+# nginx on :80, Redis on :6379 and Prometheus on :9090; the benchmarks and
+# tests start their own, so keep the packages from launching one.
+if printf '%s\n' "${missing[@]}" | grep -qE 'nginx|redis|prometheus'; then
 	printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d; chmod +x /usr/sbin/policy-rc.d
 	trap 'rm -f /usr/sbin/policy-rc.d' EXIT
 fi

@@ -5,10 +5,13 @@
 # ConfigMap's policy with the Secret's tenants passes `fairgatectl policy
 # check`, the agent's capabilities and the systemd unit's are exactly
 # `fairgated --capabilities`, the image is deploy/build-image.sh's and never
-# pulled, metrics bind the node address, bpffs and the control socket come
+# pulled, metrics bind the node address behind a bearer token from a Secret
+# (or stay node-local), bpffs and the control socket come
 # from the node, the probes mean something, and vLLM runs as the policy
 # assumes. Then one broken copy per rule, each refused with its reason;
-# and the example policies pass policy check.
+# the example policies pass policy check; and deploy/prometheus-scrape.yaml
+# passes promtool (its Kubernetes discovery aside: Debian's Prometheus is
+# built without it).
 source "$(dirname "$0")/deploy_env.inc"
 ctl=$FG_BUILD/fairgatectl
 tmp=$(mktemp -d); on_exit "rm -rf $tmp"
@@ -35,6 +38,26 @@ out=$(manifest_check "$tmp/d/daemonset.yaml" "$tmp/d/vllm.yaml" "$tmp/d/redis.ya
 check "with agent.fleet uncommented the manifests still pass ($out)" test $rc -eq 0
 check "uncommented, agent.fleet points at deploy/redis.yaml's Service" \
 	grep -q '^        redis: fairgate-redis.fairgate.svc.cluster.local:6379' "$tmp/d/daemonset.yaml"
+
+# node-local metrics are the other way the checker accepts
+rm -rf "$tmp/d"; cp -r "$FG_ROOT/deploy" "$tmp/d"
+sed -i 's|"/etc/fairgate/tenants/tenants.yaml",|"/etc/fairgate/tenants/tenants.yaml"]|; /"--metrics-address", "$(NODE_IP)"\]/d' "$tmp/d/daemonset.yaml"
+check "the copy's agent has no --metrics-address" bash -c '! grep -qF -- "\"--metrics-address\"" "$1"' _ "$tmp/d/daemonset.yaml"
+out=$(manifest_check "$tmp/d/daemonset.yaml" "$tmp/d/vllm.yaml" "$tmp/d/redis.yaml" 2>&1); rc=$?
+check "without --metrics-address (metrics on the node's loopback) the manifests pass ($out)" test $rc -eq 0
+
+# the Prometheus job: valid for promtool once its discovery is a static
+# target (prometheus_static_config, deploy_env.inc)
+if command -v promtool >/dev/null; then
+	echo sk-metrics-test >"$tmp/token"
+	prometheus_static_config 198.18.0.1:9464 "$tmp/token" >"$tmp/prometheus.yaml"
+	out=$(promtool check config "$tmp/prometheus.yaml" 2>&1); rc=$?
+	check "deploy/prometheus-scrape.yaml passes promtool check config ($(tail -1 <<<"$out"))" test $rc -eq 0
+	check "... and scrapes with the bearer token from credentials_file" \
+		grep -q "credentials_file: $tmp/token" "$tmp/prometheus.yaml"
+else
+	tap_skip "deploy/prometheus-scrape.yaml passes promtool" "promtool is not installed (make deps installs prometheus)"
+fi
 
 # broken NAME FILE SED WANT — a copy of deploy/ with one edit; the checker
 # must refuse it (exit 1) with a line matching WANT.
@@ -89,6 +112,14 @@ broken "an image that would be pulled" daemonset.yaml '0,/imagePullPolicy: IfNot
 	'imagePullPolicy Always, want IfNotPresent'
 broken "metrics on every address" daemonset.yaml 's/"--metrics-address", "$(NODE_IP)"/"--metrics-address", "0.0.0.0"/' \
 	'metrics must bind the node address'
+broken "metrics on the node address without a token" daemonset.yaml '/^      metrics_token_file:/d' \
+	'metrics on the node address need agent.metrics_token_file'
+broken "the metrics token in a ConfigMap" daemonset.yaml 's|metrics_token_file: /etc/fairgate/metrics/token|metrics_token_file: /etc/fairgate/policy/token|' \
+	'agent.metrics_token_file /etc/fairgate/policy/token must come from a Secret volume'
+broken "the metrics token's Secret optional" daemonset.yaml 's/secretName: fairgate-metrics, defaultMode/secretName: fairgate-metrics, optional: true, defaultMode/' \
+	'Secret fairgate-metrics must not be optional'
+broken "metrics on every address of the host network" daemonset.yaml 's|"/etc/fairgate/tenants/tenants.yaml",|"/etc/fairgate/tenants/tenants.yaml"]|; /"--metrics-address", "$(NODE_IP)"\]/d; s/metrics_listen: 127.0.0.1:9464/metrics_listen: 0.0.0.0:9464/' \
+	'metrics on 0.0.0.0:9464: keep agent.metrics_listen on loopback'
 broken "Bidirectional propagation on the agent" daemonset.yaml 's/mountPropagation: HostToContainer/mountPropagation: Bidirectional/' \
 	'want HostToContainer'
 broken "no init container to mount bpffs" daemonset.yaml 's/"--mount-bpffs"/"--help"/' \

@@ -13,7 +13,9 @@
 # starts, attaches gate where the default route goes (interfaces: auto);
 # both probes pass inside the container; the example tenant's request is
 # served and an unauthenticated one is refused by fairgated; metrics answer
-# on the node address only; bpftool on the host reads the tenant by name; a
+# on the node address only, and only the token of the Secret the operator
+# creates (a real Prometheus with deploy/prometheus-scrape.yaml's job scrapes
+# them); bpftool on the host reads the tenant by name; a
 # deny window survives a restart and a SIGKILL (the crashed agent's gate
 # replaced without CAP_SYS_ADMIN); a Secret edit adds a tenant without exec,
 # a broken one changes nothing; a stop detaches gate and keeps the pins.
@@ -85,6 +87,12 @@ while read -r src; do
 		jq -r --arg s "$src" --arg k "$key" '.files[$s][$k]' <<<"$POD" | kubelet_write "${VOLDIR[$src]}" "$key"
 	done < <(jq -r --arg s "$src" '.files[$s] | keys[]' <<<"$POD")
 done < <(jq -r '.files | keys[]' <<<"$POD")
+# the metrics token the operator creates (daemonset.yaml's header): the
+# manifests do not ship it, and the pod does not start without it
+METRICS_TOKEN=$(head -c 32 /dev/urandom | base64)
+VOLDIR[Secret/fairgate-metrics]=$TMP/volumes/Secret-fairgate-metrics
+mkdir -p "${VOLDIR[Secret/fairgate-metrics]}"
+printf %s "$METRICS_TOKEN" | kubelet_write "${VOLDIR[Secret/fairgate-metrics]}" token
 POLICY_DIR=${VOLDIR[ConfigMap/fairgate-policy]} TENANTS_DIR=${VOLDIR[Secret/fairgate-tenants]}
 KEY=sk-fairgate-example   # the Secret's documented example tenant
 
@@ -220,10 +228,47 @@ expect_eq "the example tenant's request is served" "$(chat $KEY)" 200
 check "... by the engine (a completion with usage)" quiet jq -e '.usage.completion_tokens > 0' "$TMP/reply"
 expect_eq "a request without a key is refused by fairgated" "$(chat '')" 401
 check "... in OpenAI's error shape" quiet jq -e '.error.message and .error.type' "$TMP/reply"
-code=$(ip netns exec "$NSC" curl -s -o /dev/null -w '%{http_code}' --max-time 5 http://$NODE_IP:9464/metrics)
-expect_eq "metrics answer on the node address" "$code" 200
+scrape() { # [TOKEN] -> the HTTP code of a scrape of the node address from the client
+	ip netns exec "$NSC" curl -s -o "$TMP/metrics" -w '%{http_code}' --max-time 5 \
+		${1:+-H "Authorization: Bearer $1"} "http://$NODE_IP:9464/metrics"
+}
+expect_eq "metrics on the node address answer the Secret's token" "$(scrape "$METRICS_TOKEN")" 200
+check "... with the tenants' series" grep -q 'tenant="example"' "$TMP/metrics"
+expect_eq "... and nothing without it" "$(scrape)" 401
+check "... (not a tenant's name in the 401)" bash -c '! grep -q example "$1"' _ "$TMP/metrics"
+expect_eq "... nor with another token" "$(scrape sk-fairgate-example)" 401
 code=$(ip netns exec "$NS" curl -s -o /dev/null -w '%{http_code}' --max-time 5 http://127.0.0.1:9464/metrics)
 expect_eq "... and not on loopback (nor anywhere else)" "$code" 000
+# Prometheus itself, with deploy/prometheus-scrape.yaml's job (its discovery
+# made the node's static address) and the token as a file, from the client
+# side, as a central Prometheus scrapes the node
+if command -v prometheus >/dev/null; then
+	printf %s "$METRICS_TOKEN" >"$TMP/prom-token"
+	prometheus_static_config "$NODE_IP:9464" "$TMP/prom-token" >"$TMP/prometheus.yaml"
+	spawn "$TMP/prometheus.log" ip netns exec "$NSC" prometheus --config.file "$TMP/prometheus.yaml" \
+		--storage.tsdb.path "$TMP/prom-data" --web.listen-address 127.0.0.1:9090
+	for _ in $(seq 100); do
+		up=$(ip netns exec "$NSC" curl -sG --max-time 2 http://127.0.0.1:9090/api/v1/query --data-urlencode 'query=up{job="fairgate"}' |
+			jq -r '.data.result[0].value[1] // empty' 2>/dev/null)
+		[ "$up" = 1 ] && break
+		sleep 0.2
+	done
+	expect_eq "Prometheus scrapes the node with deploy/prometheus-scrape.yaml's job: up{job=\"fairgate\"}" "${up:-none}" 1
+	n=$(ip netns exec "$NSC" curl -sG --max-time 2 http://127.0.0.1:9090/api/v1/query --data-urlencode query=fairgate_tenant_units_total |
+		jq -r '[.data.result[].metric.tenant] | join(",")')
+	expect_eq "... and stores the tenants' series" "$n" example
+	printf 'not-the-token' >"$TMP/prom-token"   # Prometheus re-reads it each scrape
+	for _ in $(seq 100); do
+		err=$(ip netns exec "$NSC" curl -s --max-time 2 http://127.0.0.1:9090/api/v1/targets |
+			jq -r '.data.activeTargets[0] | select(.health == "down") | .lastError')
+		[ -n "$err" ] && break
+		sleep 0.2
+	done
+	check "... with a wrong token its target is down: $err" grep -q 401 <<<"$err"
+	kill -TERM "$SPAWNED_PID"
+else
+	tap_skip "Prometheus scrapes the node" "prometheus is not installed (make deps installs it)"
+fi
 check "bpftool on the host reads the tenant by name" \
 	bash -c "bpftool map dump pinned '$BPFFS/fairgate/tenants' | grep -q '\"name\": \"example\"'"
 

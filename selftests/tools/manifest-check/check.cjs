@@ -5,8 +5,9 @@
 // validation) refuses them, then fairgate's own rules: the embedded policy
 // passes `fairgatectl policy check`, the agent's capabilities are exactly
 // `fairgated --capabilities`, the image is the one deploy/build-image.sh
-// builds, metrics bind the node's address, the probes and mounts are the
-// ones fairgated needs, and vLLM runs the way the policy assumes.
+// builds, metrics stay node-local or bind the node's address behind a token
+// from a Secret, the probes and mounts are the ones fairgated needs, and
+// vLLM runs the way the policy assumes.
 //
 //   node check.cjs --fairgated BIN --fairgatectl BIN --image NAME
 //                  [--unit FILE] FILE.yaml...        one line per problem, exit 1
@@ -214,13 +215,28 @@ function checkAgent(all, opts) {
 	}
 	const agent = (parsed && parsed.agent) || {};
 
-	// metrics on the node's address only
+	// metrics node-local, or on the node's address (never every address)
+	// behind a bearer token from a Secret the pod cannot start without
+	const mlisten = String(agent.metrics_listen || '127.0.0.1:9464');
+	const mhost = mlisten.replace(/:\d+$/, '').replace(/^\[|\]$/g, '');
 	const ma = flag(args, '--metrics-address');
-	const envName = ma && /^\$\((\w+)\)$/.test(ma) ? ma.slice(2, -1) : null;
-	const env = (c.env || []).find((e) => e.name === envName);
-	if (!env || !env.valueFrom || !env.valueFrom.fieldRef || env.valueFrom.fieldRef.fieldPath !== 'status.hostIP')
-		problem(w, 'metrics must bind the node address: --metrics-address $(VAR) with VAR from fieldRef status.hostIP');
-	const mport = String(agent.metrics_listen || '127.0.0.1:9464').split(':').pop();
+	if (agent.metrics_listen !== 'off' && ma !== undefined) {
+		const envName = /^\$\((\w+)\)$/.test(ma) ? ma.slice(2, -1) : null;
+		const env = (c.env || []).find((e) => e.name === envName);
+		if (!env || !env.valueFrom || !env.valueFrom.fieldRef || env.valueFrom.fieldRef.fieldPath !== 'status.hostIP')
+			problem(w, 'metrics must bind the node address: --metrics-address $(VAR) with VAR from fieldRef status.hostIP');
+	} else if (agent.metrics_listen !== 'off' && !/^(127\.\d+\.\d+\.\d+|::1|localhost)$/.test(mhost)) {
+		problem(w, `metrics on ${mlisten}: keep agent.metrics_listen on loopback or bind the node address (--metrics-address)`);
+	}
+	if (agent.metrics_listen !== 'off' && ma !== undefined) {
+		const tok = agent.metrics_token_file;
+		const m = tok && (c.volumeMounts || []).find((v) => String(tok).startsWith(v.mountPath.replace(/\/$/, '') + '/'));
+		const vol = m && (pod.volumes || []).find((v) => v.name === m.name);
+		if (!tok) problem(w, 'metrics on the node address need agent.metrics_token_file: /metrics names every tenant');
+		else if (!vol || !vol.secret) problem(w, `agent.metrics_token_file ${tok} must come from a Secret volume`);
+		else if (vol.secret.optional) problem(w, `agent.metrics_token_file ${tok}: Secret ${vol.secret.secretName} must not be optional (without the token the pod should wait at the kubelet, which names the Secret, not crash-loop)`);
+	}
+	const mport = mlisten.split(':').pop();
 	if (agent.metrics_listen !== 'off') {
 		const port = (c.ports || []).find((p) => p.name === 'metrics');
 		if (!port || String(port.containerPort) !== mport) problem(w, `containerPort "metrics" must be the policy's metrics port ${mport}`);

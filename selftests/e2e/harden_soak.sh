@@ -29,12 +29,18 @@ sed -i '/name: gamma/,/units_per_s/ s/units_per_s: .*/units_per_s: 90000/' "$PX_
 printf 'tiers: [oops\n' >"$PX_TMP/policy.bad.yaml"
 px_start_sim --speedup 1
 px_start_agent
+base=(0 0 0)
 billed=(0 0 0)   # alpha beta gamma, summed over fairgated's incarnations
-bank() { # add the running incarnation's billed units to billed[]
+units() { metric "fairgate_tenant_units_total{tenant=\"$1\"}"; }
+# bank_base, after each start: what the incarnation reports before it bills
+# anything (0, or what a restart carried over), so that bank counts only
+# what this one billed, whether or not counters survive a restart
+bank_base() { base=("$(units alpha)" "$(units beta)" "$(units gamma)"); }
+bank() { # add what the running incarnation billed to billed[]
 	local i=0 t v
 	for t in alpha beta gamma; do
-		v=$(metric "fairgate_tenant_units_total{tenant=\"$t\"}")
-		billed[$i]=$(awk -v a="${billed[$i]}" -v b="${v:-0}" 'BEGIN { print a + b }')
+		v=$(units $t)
+		billed[$i]=$(awk -v a="${billed[$i]}" -v b="${v:-0}" -v z="${base[$i]:-0}" 'BEGIN { print a + b - z }')
 		i=$((i + 1))
 	done
 }
@@ -78,6 +84,7 @@ bank
 kill -KILL "$PX_AGENT_PID"; wait "$PX_AGENT_PID" 2>/dev/null
 agent_logs+=("$PX_TMP/agent.1.log"); mv "$PX_TMP/agent.log" "$PX_TMP/agent.1.log"
 px_start_agent
+bank_base
 
 at 60 "fairgated SIGTERM"
 bank
@@ -85,6 +92,7 @@ kill -TERM "$PX_AGENT_PID"; rc=0; wait "$PX_AGENT_PID" 2>/dev/null || rc=$?
 expect_eq "fairgated exits 0 on SIGTERM under load" "$rc" 0
 agent_logs+=("$PX_TMP/agent.2.log"); mv "$PX_TMP/agent.log" "$PX_TMP/agent.2.log"
 px_start_agent
+bank_base
 r=$(chat $PX_KEY_A '{"messages":[{"role":"user","content":"warm"}],"max_tokens":4}' -o /dev/null -w '%{http_code}')
 base_rss=$(rss_kb "$PX_AGENT_PID") base_fds=$(fd_count "$PX_AGENT_PID")
 echo "# last fairgated: baseline RSS ${base_rss} kB, ${base_fds} fds (first request: $r)"
