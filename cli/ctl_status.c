@@ -129,14 +129,15 @@ static void print_human(const json_t *r)
 	size_t i;
 	json_t *t;
 	json_array_foreach(json_object_get(r, "tenants"), i, t) {
-		char deny[32] = "-", kv[40], per_out[24] = "-";
+		char deny[64] = "-", kv[40], per_out[24] = "-";
 		/* units billed per output token: 3.09 at the reference context,
 		 * more for a tenant that decodes against long ones */
 		if (fg_show_num(t, "output_tokens_billed") > 0)
 			snprintf(per_out, sizeof(per_out), "%.2f",
 				 fg_show_num(t, "output_units_billed") / fg_show_num(t, "output_tokens_billed"));
 		if (json_is_true(json_object_get(t, "deny_window_open")))
-			snprintf(deny, sizeof(deny), "%.0fms", fg_show_num(t, "deny_remaining_ms"));
+			snprintf(deny, sizeof(deny), "%.0fms %s %s", fg_show_num(t, "deny_remaining_ms"),
+				 fg_show_str(t, "deny_verdict"), fg_show_str(t, "deny_source"));
 		if (fg_show_num(t, "kv_cap_tokens") > 0)
 			snprintf(kv, sizeof(kv), "%.0f/%.0f", fg_show_num(t, "kv_reserved_tokens"),
 				 fg_show_num(t, "kv_cap_tokens"));

@@ -70,6 +70,8 @@ enum fg_tenant_flags {
 	FG_TENANT_ACTIVE = 1u << 0, /* slot holds a tenant of the current policy */
 };
 
+#define FG_QUOTA_OUTCOMES 16 /* room for enum fg_outcome (checked where it is defined) */
+
 /* The published quota state (written by the agent's controller, read by
  * fairgatectl and bpftool; the BPF programs do not use it). Whole units. */
 struct fg_tenant_quota {
@@ -85,10 +87,31 @@ struct fg_tenant_quota {
 	__u64 rejected;
 	/* CLOCK_MONOTONIC of the last publish (0 = never: the policy's
 	 * figures), strictly increasing, and FG_QUOTA_WRITING while a publish
-	 * rewrites the fields above: a seqlock, so a reader copies the
+	 * rewrites the other fields: a seqlock, so a reader copies the
 	 * fields and keeps the copy only if this was the same, not
 	 * FG_QUOTA_WRITING, before and after (fg_quota_snapshot). */
 	__u64 updated_ns;
+	/* The books: totals since the tenant entered the map, published with
+	 * the rest and read back by a restarted fairgated, so a crash resets
+	 * none of them (fractional figures in thousandths: _milli). */
+	__u64 settled;            /* admitted requests that ended, any way */
+	__u64 written_off;        /* admitted requests a dead fairgated left
+				   * in flight: billed as reserved */
+	__u64 long_context;       /* admitted to the long-context pool */
+	__u64 timed_out;          /* waited past the tier's max_queue_s */
+	__u64 exact_counts;       /* admissions decided on /tokenize's count */
+	__u64 cut_off;            /* streams cut when their prompt broke a limit */
+	__u64 usage_clamped;      /* engine usage above what the bytes make */
+	__u64 units_billed_milli;
+	__u64 units_refunded_milli;
+	__u64 units_written_off_milli; /* reserved by the written_off requests */
+	__u64 output_tokens_billed_milli;
+	__u64 output_units_billed_milli;
+	__u64 typical_cost_milli; /* the EWMA a quota window's length is made of */
+	/* requests by how they ended, indexed by enum fg_outcome
+	 * (agent/proxy/tenant_table.h; names: fg_outcome_names, the keys of
+	 * `fairgatectl status --json`'s "outcomes") */
+	__u64 outcomes[FG_QUOTA_OUTCOMES];
 };
 
 #define FG_QUOTA_WRITING (~0ULL)

@@ -19,7 +19,7 @@
 #define FG_ABI_MAP_NAME(id) \
 	_Static_assert(sizeof(FG_MAP_NAME(id)) <= 16, FG_MAP_NAME(id) ": longer than BPF_OBJ_NAME_LEN - 1")
 
-FG_ABI_SIZE(struct fg_tenant_quota, 80);
+FG_ABI_SIZE(struct fg_tenant_quota, 312);
 FG_ABI_FIELD(struct fg_tenant_quota, bucket_units, 0);
 FG_ABI_FIELD(struct fg_tenant_quota, rate_units_per_s, 8);
 FG_ABI_FIELD(struct fg_tenant_quota, burst_units, 16);
@@ -31,8 +31,22 @@ FG_ABI_FIELD(struct fg_tenant_quota, queued, 52);
 FG_ABI_FIELD(struct fg_tenant_quota, admitted, 56);
 FG_ABI_FIELD(struct fg_tenant_quota, rejected, 64);
 FG_ABI_FIELD(struct fg_tenant_quota, updated_ns, 72);
+FG_ABI_FIELD(struct fg_tenant_quota, settled, 80);
+FG_ABI_FIELD(struct fg_tenant_quota, written_off, 88);
+FG_ABI_FIELD(struct fg_tenant_quota, long_context, 96);
+FG_ABI_FIELD(struct fg_tenant_quota, timed_out, 104);
+FG_ABI_FIELD(struct fg_tenant_quota, exact_counts, 112);
+FG_ABI_FIELD(struct fg_tenant_quota, cut_off, 120);
+FG_ABI_FIELD(struct fg_tenant_quota, usage_clamped, 128);
+FG_ABI_FIELD(struct fg_tenant_quota, units_billed_milli, 136);
+FG_ABI_FIELD(struct fg_tenant_quota, units_refunded_milli, 144);
+FG_ABI_FIELD(struct fg_tenant_quota, units_written_off_milli, 152);
+FG_ABI_FIELD(struct fg_tenant_quota, output_tokens_billed_milli, 160);
+FG_ABI_FIELD(struct fg_tenant_quota, output_units_billed_milli, 168);
+FG_ABI_FIELD(struct fg_tenant_quota, typical_cost_milli, 176);
+FG_ABI_FIELD(struct fg_tenant_quota, outcomes, 184);
 
-FG_ABI_SIZE(struct fg_tenant_state, 184);
+FG_ABI_SIZE(struct fg_tenant_state, 416);
 FG_ABI_FIELD(struct fg_tenant_state, name, 0);
 FG_ABI_FIELD(struct fg_tenant_state, tier, 32);
 FG_ABI_FIELD(struct fg_tenant_state, flags, 64);

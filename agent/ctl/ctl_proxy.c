@@ -15,8 +15,38 @@
 #include "agent/proxy/proxy_internal.h"
 #include "policy/overload.h"
 
-static json_t *tenant_json(const struct fg_policy *p, struct fg_gateway *gw,
-			  struct fg_tenant_rt *t, uint64_t now)
+static const char *deny_source_name(int source)
+{
+	return source == FG_DENY_QUOTA ? "quota" : source == FG_DENY_OPERATOR ? "operator"
+		     : source == FG_DENY_NONE ? "none" : "unknown";
+}
+
+/* The deny window gate enforces (the pinned map's, whoever opened it: this
+ * agent, the one before it, the operator); without kernel enforcement,
+ * the one the quota controller would have published. */
+static void deny_json(struct fg_agent_state *st, struct fg_tenant_rt *t, uint64_t now, json_t *o)
+{
+	uint64_t until = 0;
+	int source = FG_DENY_NONE, verdict = FG_VERDICT_ALLOW;
+
+	if (st->kernel) {
+		verdict = fg_kernel_get_deny_from(st, t->id, &until, &source);
+	} else if (t->deny_published_ns > now) {
+		verdict = FG_VERDICT_DELAY;
+		until = t->deny_published_ns;
+		source = FG_DENY_QUOTA;
+	}
+	bool open = verdict != FG_VERDICT_ALLOW && until > now;
+	json_object_set_new(o, "deny_window_open", json_boolean(open));
+	json_object_set_new(o, "deny_remaining_ms",
+			    json_integer(open ? (json_int_t)((until - now) / 1000000) : 0));
+	json_object_set_new(o, "deny_source", json_string(open ? deny_source_name(source) : "none"));
+	json_object_set_new(o, "deny_verdict",
+			    json_string(!open ? "allow" : verdict == FG_VERDICT_SHED ? "shed" : "delay"));
+}
+
+static json_t *tenant_json(struct fg_agent_state *st, const struct fg_policy *p,
+			   struct fg_gateway *gw, struct fg_tenant_rt *t, uint64_t now)
 {
 	struct fg_gw_tenant *g = &gw->t[t->id];
 	const struct fg_fq_tenant *f = &gw->fq.t[t->id];
@@ -25,7 +55,7 @@ static json_t *tenant_json(const struct fg_policy *p, struct fg_gateway *gw,
 	for (int k = 0; k < FG_OUT_N; k++)
 		json_object_set_new(outcomes, fg_outcome_names[k], json_integer((json_int_t)t->outcomes[k]));
 	json_t *o = json_pack("{s:s, s:i, s:s, s:s, s:f, s:f, s:f, s:f, s:i, s:i, s:I, s:I, s:I,"
-			      " s:f, s:f, s:f, s:b, s:I, s:o}",
+			      " s:f, s:f, s:f, s:I, s:f, s:o}",
 			      "name", t->name, "id", (int)t->id,
 			      "tier", t->tier < p->n_tiers ? p->tiers[t->tier].name : "",
 			      "cache", t->salted ? "salted" : "shared",
@@ -37,12 +67,12 @@ static json_t *tenant_json(const struct fg_policy *p, struct fg_gateway *gw,
 			      "settled", (json_int_t)t->settled,
 			      "units_billed", t->units_billed, "units_refunded", t->units_refunded,
 			      "typical_request_units", g->typical_cost,
-			      "deny_window_open", t->deny_published_ns > now,
-			      "deny_remaining_ms",
-			      (json_int_t)(t->deny_published_ns > now ? (t->deny_published_ns - now) / 1000000 : 0),
+			      "written_off", (json_int_t)t->written_off,
+			      "units_written_off", t->units_written_off,
 			      "outcomes", outcomes);
 	if (!o)
 		return NULL;
+	deny_json(st, t, now, o);
 	json_object_set_new(o, "kv_reserved_tokens", json_integer((json_int_t)gw->kv.reserved[t->id]));
 	json_object_set_new(o, "kv_cap_tokens", json_integer((json_int_t)gw->kv.cap[t->id]));
 	json_object_set_new(o, "weight", json_real(f->weight));
@@ -76,7 +106,7 @@ static json_t *tenants_array(struct fg_agent_state *st, const char *only)
 
 	for (uint32_t i = 0; i < px->tenants.n; i++)
 		if (!only || !strcmp(px->tenants.by_id[i]->name, only))
-			json_array_append_new(a, tenant_json(st->policy, px->gw, px->tenants.by_id[i], now));
+			json_array_append_new(a, tenant_json(st, st->policy, px->gw, px->tenants.by_id[i], now));
 	return a;
 }
 

@@ -542,6 +542,12 @@ static int64_t clamp_i64(double v)
 	return (int64_t)(v < 0 ? v - 0.5 : v + 0.5);
 }
 
+/* The books' fractional figures, in thousandths; never negative */
+static uint64_t to_milli(double v)
+{
+	return v > 0 ? (uint64_t)clamp_i64(v * 1000) : 0;
+}
+
 int fg_kernel_publish_tenant(struct fg_agent_state *st, uint32_t tenant_id,
 			     const struct fg_tenant_pub *pub)
 {
@@ -563,6 +569,20 @@ int fg_kernel_publish_tenant(struct fg_agent_state *st, uint32_t tenant_id,
 	q->queued = pub->queued;
 	q->admitted = pub->admitted;
 	q->rejected = pub->rejected;
+	q->settled = pub->settled;
+	q->written_off = pub->written_off;
+	q->long_context = pub->long_context;
+	q->timed_out = pub->timed_out;
+	q->exact_counts = pub->exact_counts;
+	q->cut_off = pub->cut_off;
+	q->usage_clamped = pub->usage_clamped;
+	q->units_billed_milli = to_milli(pub->units_billed);
+	q->units_refunded_milli = to_milli(pub->units_refunded);
+	q->units_written_off_milli = to_milli(pub->units_written_off);
+	q->output_tokens_billed_milli = to_milli(pub->output_tokens_billed);
+	q->output_units_billed_milli = to_milli(pub->output_units_billed);
+	q->typical_cost_milli = to_milli(pub->typical_cost);
+	memcpy(q->outcomes, pub->outcomes, sizeof(q->outcomes));
 	fg_quota_write_end(q, prev, fg_now_ns());
 	return 0;
 }
@@ -575,6 +595,45 @@ bool fg_kernel_read_quota(struct fg_agent_state *st, uint32_t tenant_id,
 	if (!fg_quota_snapshot(&st->kernel->maps.tenants[tenant_id].quota, out))
 		return false;
 	return out->updated_ns && out->updated_ns != FG_QUOTA_WRITING;
+}
+
+bool fg_kernel_read_pub(struct fg_agent_state *st, uint32_t tenant_id, struct fg_tenant_pub *out,
+			uint64_t *updated_ns)
+{
+	struct fg_tenant_quota q;
+
+	memset(out, 0, sizeof(*out));
+	if (!fg_kernel_read_quota(st, tenant_id, &q))
+		return false;
+	*out = (struct fg_tenant_pub){
+		.bucket_units = (double)q.bucket_units,
+		.rate_units_per_s = (double)q.rate_units_per_s,
+		.burst_units = (double)q.burst_units,
+		.reserved_units = (double)q.reserved_units,
+		.kv_resident_tokens = q.kv_resident_tokens,
+		.kv_cap_tokens = q.kv_cap_tokens,
+		.inflight = q.inflight,
+		.queued = q.queued,
+		.admitted = q.admitted,
+		.rejected = q.rejected,
+		.settled = q.settled,
+		.written_off = q.written_off,
+		.long_context = q.long_context,
+		.timed_out = q.timed_out,
+		.exact_counts = q.exact_counts,
+		.cut_off = q.cut_off,
+		.usage_clamped = q.usage_clamped,
+		.units_billed = (double)q.units_billed_milli / 1000,
+		.units_refunded = (double)q.units_refunded_milli / 1000,
+		.units_written_off = (double)q.units_written_off_milli / 1000,
+		.output_tokens_billed = (double)q.output_tokens_billed_milli / 1000,
+		.output_units_billed = (double)q.output_units_billed_milli / 1000,
+		.typical_cost = (double)q.typical_cost_milli / 1000,
+	};
+	memcpy(out->outcomes, q.outcomes, sizeof(out->outcomes));
+	if (updated_ns)
+		*updated_ns = q.updated_ns;
+	return true;
 }
 
 int fg_kernel_set_deny_from(struct fg_agent_state *st, uint32_t tenant_id, uint64_t until_ns,
@@ -593,24 +652,35 @@ int fg_kernel_set_deny(struct fg_agent_state *st, uint32_t tenant_id, uint64_t u
 	return fg_kernel_set_deny_from(st, tenant_id, until_ns, verdict, FG_DENY_QUOTA);
 }
 
-int fg_kernel_get_deny(struct fg_agent_state *st, uint32_t tenant_id, uint64_t *until_ns)
+int fg_kernel_get_deny_from(struct fg_agent_state *st, uint32_t tenant_id, uint64_t *until_ns,
+			    int *source)
 {
 	const struct fg_tenant_state *t;
 	uint64_t until;
-	uint32_t verdict;
+	uint32_t verdict, from;
 
 	if (until_ns)
 		*until_ns = 0;
+	if (source)
+		*source = FG_DENY_NONE;
 	if (!st->kernel || !tenant_ok(st, tenant_id))
 		return FG_VERDICT_ALLOW;
 	t = &st->kernel->maps.tenants[tenant_id];
 	until = __atomic_load_n(&t->deny_until_ns, __ATOMIC_ACQUIRE);
 	verdict = __atomic_load_n(&t->verdict, __ATOMIC_RELAXED);
+	from = __atomic_load_n(&t->deny_source, __ATOMIC_RELAXED);
 	if (until <= fg_now_ns() || (verdict != FG_VERDICT_DELAY && verdict != FG_VERDICT_SHED))
 		return FG_VERDICT_ALLOW;
 	if (until_ns)
 		*until_ns = until;
+	if (source)
+		*source = (int)from;
 	return (int)verdict;
+}
+
+int fg_kernel_get_deny(struct fg_agent_state *st, uint32_t tenant_id, uint64_t *until_ns)
+{
+	return fg_kernel_get_deny_from(st, tenant_id, until_ns, NULL);
 }
 
 int fg_kernel_learn_source(struct fg_agent_state *st, const struct sockaddr *peer,

@@ -37,6 +37,13 @@ struct fg_tenant_pub {
 	uint32_t queued;
 	uint64_t admitted;
 	uint64_t rejected;
+	/* the books, kept across restarts (fg_tenant_quota's; the doubles are
+	 * stored there in thousandths) */
+	uint64_t settled, written_off, long_context, timed_out, exact_counts, cut_off,
+		usage_clamped;
+	double units_billed, units_refunded, units_written_off;
+	double output_tokens_billed, output_units_billed, typical_cost;
+	uint64_t outcomes[FG_QUOTA_OUTCOMES];
 };
 
 int fg_kernel_publish_tenant(struct fg_agent_state *st, uint32_t tenant_id,
@@ -46,6 +53,11 @@ int fg_kernel_publish_tenant(struct fg_agent_state *st, uint32_t tenant_id,
  * published (updated_ns 0), or when a writer died inside a publish. */
 bool fg_kernel_read_quota(struct fg_agent_state *st, uint32_t tenant_id,
 			  struct fg_tenant_quota *out);
+/* The same, as the publish that wrote it (the inverse of
+ * fg_kernel_publish_tenant, to a thousandth of a unit); *updated_ns (may be
+ * NULL) is when it was published. */
+bool fg_kernel_read_pub(struct fg_agent_state *st, uint32_t tenant_id, struct fg_tenant_pub *out,
+			uint64_t *updated_ns);
 
 /* Open (until_ns > now, verdict FG_VERDICT_DELAY/SHED) or clear (until_ns 0
  * or verdict FG_VERDICT_ALLOW) a tenant's deny window. until_ns is
@@ -58,6 +70,11 @@ int fg_kernel_set_deny_from(struct fg_agent_state *st, uint32_t tenant_id, uint6
 /* Read the window back: returns the verdict in force now (FG_VERDICT_ALLOW
  * when none or expired); *until_ns may be NULL. */
 int fg_kernel_get_deny(struct fg_agent_state *st, uint32_t tenant_id, uint64_t *until_ns);
+/* The same with who opened it (enum fg_deny_source; FG_DENY_NONE when no
+ * window is in force): what `fairgatectl status` reports is what gate
+ * enforces, whoever wrote it (this agent, its predecessor, the operator). */
+int fg_kernel_get_deny_from(struct fg_agent_state *st, uint32_t tenant_id, uint64_t *until_ns,
+			    int *source);
 
 /* Remember that `peer` authenticated as tenant_id, so the next SYN from that
  * address is judged as that tenant. An address seen with two tenants is

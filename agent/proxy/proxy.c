@@ -189,6 +189,7 @@ int fg_proxy_start(struct fg_agent_state *st, char *err, size_t errlen)
 		goto fail;
 	}
 	fg_bucket_restore(st, px->gw, fg_now_ns());
+	fg_tenants_restore(st, &px->tenants);
 	if (fg_fleet_start(px, err, errlen))
 		goto fail;
 	px->listen_fd = a->mode == FG_MODE_TRANSPARENT

@@ -254,6 +254,19 @@ void fg_tenants_publish(struct fg_agent_state *st, struct fg_tenant_table *q, st
 	struct fg_gw_tenant *g = &gw->t[t->id];
 	uint32_t queued = gw->fq.t[t->id].queued;
 	struct fg_tenant_pub pub = {
+		.settled = t->settled,
+		.written_off = t->written_off,
+		.long_context = t->long_context,
+		.timed_out = g->timed_out,
+		.exact_counts = g->exact_counts,
+		.cut_off = g->cut_off,
+		.usage_clamped = g->usage_clamped,
+		.units_billed = t->units_billed,
+		.units_refunded = t->units_refunded,
+		.units_written_off = t->units_written_off,
+		.output_tokens_billed = g->billed_output_tokens,
+		.output_units_billed = g->billed_output_units,
+		.typical_cost = g->typical_cost,
 		.bucket_units = fg_bucket_level(&g->bucket, now_ns),
 		.rate_units_per_s = g->bucket.rate,
 		.burst_units = g->bucket.depth,
@@ -265,6 +278,7 @@ void fg_tenants_publish(struct fg_agent_state *st, struct fg_tenant_table *q, st
 		.admitted = g->admitted,
 		.rejected = t->rejected,
 	};
+	memcpy(pub.outcomes, t->outcomes, sizeof(t->outcomes));
 	fg_kernel_publish_tenant(st, t->id, &pub);
 
 	/* a window in force that is not the one this agent published belongs to
@@ -286,6 +300,69 @@ void fg_tenants_publish(struct fg_agent_state *st, struct fg_tenant_table *q, st
 			fg_kernel_set_deny_from(st, t->id, 0, FG_VERDICT_ALLOW, FG_DENY_QUOTA);
 		t->deny_published_ns = 0;
 	}
+}
+
+_Static_assert(FG_OUT_N <= FG_QUOTA_OUTCOMES, "the pinned books have a slot per outcome");
+
+uint32_t fg_tenants_restore(struct fg_agent_state *st, struct fg_tenant_table *q)
+{
+	struct fg_gateway *gw = q->gw;
+	uint32_t restored = 0, lost = 0;
+	double lost_units = 0;
+
+	for (uint32_t i = 0; gw && i < q->n; i++) {
+		struct fg_tenant_rt *t = q->by_id[i];
+		struct fg_tenant_pub was;
+
+		if (!t->live || t->id >= gw->policy->n_tenants || !fg_kernel_read_pub(st, t->id, &was, NULL))
+			continue;
+		struct fg_gw_tenant *g = &gw->t[t->id];
+		memcpy(t->outcomes, was.outcomes, sizeof(t->outcomes));
+		t->rejected = was.rejected;
+		t->settled = was.settled;
+		t->long_context = was.long_context;
+		t->units_billed = was.units_billed;
+		t->units_refunded = was.units_refunded;
+		t->written_off = was.written_off;
+		t->units_written_off = was.units_written_off;
+		g->admitted = was.admitted;
+		g->timed_out = was.timed_out;
+		g->exact_counts = was.exact_counts;
+		g->cut_off = was.cut_off;
+		g->usage_clamped = was.usage_clamped;
+		g->billed_output_tokens = was.output_tokens_billed;
+		g->billed_output_units = was.output_units_billed;
+		g->typical_cost = was.typical_cost;
+		/* Requests the dead agent had admitted and not settled: their
+		 * reservation left the bucket at admission and the level comes
+		 * back without it, so they stay billed as reserved (a refund
+		 * would give back work the engine may have done); counted so
+		 * that admitted = settled + written_off + in flight. */
+		uint32_t open = was.inflight + was.queued;
+		if (open || was.reserved_units > 0) {
+			t->written_off += open;
+			t->units_written_off += was.reserved_units;
+			t->units_billed += was.reserved_units;
+			lost += open;
+			lost_units += was.reserved_units;
+		}
+		/* A window the quota controller opened is this agent's now: it
+		 * closes it early on refunds and extends it as the bucket says.
+		 * The operator's stays the operator's. */
+		uint64_t until = 0;
+		int source = FG_DENY_NONE;
+		if (fg_kernel_get_deny_from(st, t->id, &until, &source) != FG_VERDICT_ALLOW &&
+		    source == FG_DENY_QUOTA) {
+			t->deny_published_ns = until;
+			g->deny_until_ns = until;
+		}
+		restored++;
+	}
+	if (restored)
+		fprintf(stderr, "fairgated: books of %u tenant(s) restored from the pinned tenants map; "
+			"%u request(s) in flight at the previous agent's end written off, billed as "
+			"reserved (%.0f units)\n", restored, lost, lost_units);
+	return restored;
 }
 
 void fg_tenants_tick(struct fg_agent_state *st, struct fg_tenant_table *q, uint64_t now_ns)

@@ -58,6 +58,8 @@ struct fg_tenant_rt {
 	uint64_t long_context;    /* admitted to the long-context pool */
 	double units_billed;      /* settled charges */
 	double units_refunded;    /* reserved then given back */
+	uint64_t written_off;     /* in flight when a previous fairgated died */
+	double units_written_off; /* what they had reserved: billed as reserved */
 };
 
 struct fg_key_slot {
@@ -98,6 +100,13 @@ void fg_tenants_ended(struct fg_tenant_rt *t, double reserved, double billed, en
  * open/close the quota deny window. No-op for retired tenants. */
 void fg_tenants_publish(struct fg_agent_state *st, struct fg_tenant_table *q, struct fg_tenant_rt *t,
 		      uint64_t now_ns);
+/* At start, before the first publish: the books a previous fairgated left
+ * in the pinned tenants map come back (counters, billed and refunded
+ * units), what it had in flight is written off as billed (it reserved it
+ * from the bucket, which comes back as it was), and a quota window it
+ * opened becomes this agent's to close or extend. Returns the tenants
+ * restored. */
+uint32_t fg_tenants_restore(struct fg_agent_state *st, struct fg_tenant_table *q);
 /* Periodic: close windows whose tenants have refilled. */
 void fg_tenants_tick(struct fg_agent_state *st, struct fg_tenant_table *q, uint64_t now_ns);
 

@@ -43,6 +43,7 @@ expect_eq "the window survives the restart in status (the quota controller opene
 check "its remaining time continues from the kill (${rem} ms, expected about $rem0 - ${gap} s)" \
 	awk -v r="${rem:-0}" -v r0="$rem0" -v g="$gap" 'BEGIN { w = r0 - g * 1000; exit !(r > w - 1500 && r < w + 1500) }'
 expect_eq "gate's map still names the quota controller as the window's source" "$(hd_pinned_beta deny_source)" 2
+expect_eq "status names the same source" "$(b "$PX_TMP/after.json" deny_source)" quota
 expect_eq "beta's admitted count is kept" "$(b "$PX_TMP/after.json" admitted)" "$admitted0"
 check "beta's billed units are kept ($(b "$PX_TMP/after.json" units_billed), were $billed0)" \
 	awk -v a="$(b "$PX_TMP/after.json" units_billed)" -v b="$billed0" 'BEGIN { exit !(a >= b - 0.5 && b > 0) }'
