@@ -62,9 +62,9 @@ static double gauss(void)
 	return sqrt(-2 * log(u > 0 ? u : 1e-300)) * cos(2 * M_PI * v);
 }
 
-/* What a gateway in front of `truth` sees: decode steps of its batch
- * (0.3 ms of jitter), and TTFTs that wait for the running step and then
- * share a mixed one (0.5 ms of network lag, 0.3 ms jitter). */
+/* What a gateway in front of `truth` sees: steps of its batch, a quarter
+ * of them prefilling a prompt beside the decode (vLLM's mixed step), with
+ * 0.3 ms of jitter. */
 static void observe(struct fg_calib *c, const struct fg_cost_model *truth, uint64_t t0, int n,
 		    double step_scale)
 {
@@ -72,18 +72,10 @@ static void observe(struct fg_calib *c, const struct fg_cost_model *truth, uint6
 		uint64_t now = t0 + (uint64_t)i * (SEC / 100);
 		double batch = 1 + floor(unif() * 48);
 		double ctx = batch * (300 + unif() * 3000);
-		double step = fg_decode_step_batch_s(truth, batch, ctx) * step_scale;
-		fg_calib_add_decode(c, now, batch, ctx, step + 3e-4 * gauss());
-		if (i % 4)
-			continue;
-		double uncached = 50 + floor(unif() * 4000);
-		double others = floor(unif() * 20);
-		double octx = others * (300 + unif() * 3000);
-		double mixed = others ? fg_decode_step_batch_s(truth, others + 1, octx) * step_scale
-				      : truth->step_overhead_s + truth->seq_overhead_s;
-		double ttft = 5e-4 + (others ? unif() * mixed : 0) + mixed +
-			      fg_prefill_s(truth, uncached) * step_scale + 3e-4 * gauss();
-		fg_calib_add_prefill(c, now, uncached, others, octx, ttft);
+		double prefill = i % 4 ? 0 : 50 + floor(unif() * 4000);
+		double step = fg_decode_step_batch_s(truth, batch + (prefill > 0), ctx) +
+			      fg_prefill_s(truth, prefill);
+		fg_calib_add_step(c, now, batch, ctx, prefill, step * step_scale + 3e-4 * gauss());
 	}
 }
 
@@ -136,7 +128,7 @@ static void fit_converges_on_noisy_truth(void **state)
 	/* the assumption was 1.7x off the truth: the fit is not it */
 	assert_true(f->cm.output_weight > a.output_weight * 1.1 ||
 		    f->cm.output_weight < a.output_weight / 1.1);
-	assert_rel(f->decode_rms_s, 3e-4, 0.2);
+	assert_rel(f->rms_s, 3e-4, 0.2);
 	test_free(c);
 }
 
@@ -148,7 +140,7 @@ static void too_few_is_the_assumption(void **state)
 	models(&a, &t);
 	fg_calib_init(c, &a);
 
-	observe(c, &t, SEC, FG_CALIB_MIN_PREFILL * 4 - 4, 1);
+	observe(c, &t, SEC, FG_CALIB_MIN_STEPS - 1, 1);
 	const struct fg_calib_fit *f = fg_calib_refit(c, 2 * SEC);
 	assert_false(f->valid);
 	assert_rel(f->cm.output_weight, a.output_weight, 1e-12);
@@ -166,7 +158,7 @@ static void stalls_and_outliers_trimmed(void **state)
 	observe(c, &t, SEC, 2000, 1);
 	/* 4% of steps delayed 20x (a GC pause, a preemption's recompute) */
 	for (int i = 0; i < 80; i++)
-		fg_calib_add_decode(c, 20 * SEC, 8, 8 * 2000, 20 * fg_decode_step_batch_s(&t, 8, 16000));
+		fg_calib_add_step(c, 20 * SEC, 8, 8 * 2000, 0, 20 * fg_decode_step_batch_s(&t, 8, 16000));
 	const struct fg_calib_fit *f = fg_calib_refit(c, 21 * SEC);
 	assert_true(f->valid);
 	assert_true(f->trimmed >= 80);
@@ -182,21 +174,24 @@ static void garbage_rejected(void **state)
 	models(&a, &t);
 	fg_calib_init(c, &a);
 
-	assert_int_equal(fg_calib_add_decode(c, SEC, NAN, 100, 0.01), FG_CALIB_BAD_NUMBER);
-	assert_int_equal(fg_calib_add_decode(c, SEC, 4, -1, 0.01), FG_CALIB_BAD_NUMBER);
-	assert_int_equal(fg_calib_add_decode(c, SEC, 4, 100, 0), FG_CALIB_BAD_NUMBER);
-	assert_int_equal(fg_calib_add_decode(c, SEC, 0, 100, 0.01), FG_CALIB_BAD_NUMBER);
-	assert_int_equal(fg_calib_add_decode(c, SEC, 4, 100, INFINITY), FG_CALIB_BAD_NUMBER);
-	assert_int_equal(fg_calib_add_decode(c, SEC, 4, 100, 11), FG_CALIB_OUT_OF_RANGE);
-	assert_int_equal(fg_calib_add_decode(c, SEC, 4, 1e12, 0.01), FG_CALIB_OUT_OF_RANGE);
-	assert_int_equal(fg_calib_add_prefill(c, SEC, 0, 0, 0, 0.01), FG_CALIB_BAD_NUMBER);
-	assert_int_equal(fg_calib_add_prefill(c, SEC, 100, 0, 0, -0.01), FG_CALIB_BAD_NUMBER);
-	assert_int_equal(fg_calib_add_prefill(c, SEC, 100, NAN, 0, 0.01), FG_CALIB_BAD_NUMBER);
-	assert_int_equal(fg_calib_add_prefill(c, SEC, 100, 0, 0, 1000), FG_CALIB_OUT_OF_RANGE);
+	assert_int_equal(fg_calib_add_step(c, SEC, NAN, 100, 0, 0.01), FG_CALIB_BAD_NUMBER);
+	assert_int_equal(fg_calib_add_step(c, SEC, 4, -1, 0, 0.01), FG_CALIB_BAD_NUMBER);
+	assert_int_equal(fg_calib_add_step(c, SEC, 4, 100, -5, 0.01), FG_CALIB_BAD_NUMBER);
+	assert_int_equal(fg_calib_add_step(c, SEC, 4, 100, 0, 0), FG_CALIB_BAD_NUMBER);
+	assert_int_equal(fg_calib_add_step(c, SEC, 0, 100, 0, 0.01), FG_CALIB_BAD_NUMBER);
+	assert_int_equal(fg_calib_add_step(c, SEC, 4, 100, 0, INFINITY), FG_CALIB_BAD_NUMBER);
+	assert_int_equal(fg_calib_add_step(c, SEC, 4, 100, NAN, 0.01), FG_CALIB_BAD_NUMBER);
+	assert_int_equal(fg_calib_add_step(c, SEC, 4, 100, 0, 11), FG_CALIB_OUT_OF_RANGE);
+	assert_int_equal(fg_calib_add_step(c, SEC, 4, 1e12, 0, 0.01), FG_CALIB_OUT_OF_RANGE);
+	assert_int_equal(fg_calib_add_step(c, SEC, 4, 100, 1e12, 0.01), FG_CALIB_OUT_OF_RANGE);
+	assert_int_equal(fg_calib_add_step(c, SEC, 2e6, 100, 0, 0.01), FG_CALIB_OUT_OF_RANGE);
 	assert_int_equal(c->rejected, 11);
-	assert_int_equal(c->dec_len + c->pre_len, 0);
-	assert_int_equal(fg_calib_add_decode(c, SEC, 4, 100, 0.01), FG_CALIB_TAKEN);
-	assert_int_equal(fg_calib_add_prefill(c, SEC, 100, 0, 0, 0.01), FG_CALIB_TAKEN);
+	assert_int_equal(c->len, 0);
+	assert_int_equal(fg_calib_add_step(c, SEC, 4, 100, 0, 0.01), FG_CALIB_TAKEN);
+	assert_int_equal(c->len, 1);
+	/* nothing but garbage: no fit, the assumption */
+	assert_false(fg_calib_refit(c, 2 * SEC)->valid);
+	assert_rel(c->fit.cm.output_weight, a.output_weight, 1e-12);
 	test_free(c);
 }
 
@@ -214,6 +209,7 @@ static void box_holds_a_sick_engine(void **state)
 	assert_true(f->bounded);
 	assert_true(f->prompt_token_s <= a.prompt_token_s * FG_CALIB_BOX * (1 + 1e-12));
 	assert_true(f->step_per_context_s <= a.output_s_per_context * FG_CALIB_BOX * (1 + 1e-12));
+	assert_true(f->step_fixed_s <= fg_decode_step_batch_s(&a, 0, 0) * FG_CALIB_BOX * (1 + 1e-12));
 	assert_true(isfinite(f->cm.output_weight) && f->cm.output_weight > 0);
 	test_free(c);
 }
@@ -230,7 +226,7 @@ static void window_slides(void **state)
 	observe(c, &t, 400 * SEC, 2000, 1);      /* ... replaced 6 minutes later */
 	const struct fg_calib_fit *f = fg_calib_refit(c, 421 * SEC);
 	assert_true(f->valid);
-	assert_int_equal(c->dec_len, 2000);
+	assert_int_equal(c->len, 2000);
 	assert_rel(f->cm.output_weight, t.output_weight, 0.02);
 	assert_rel(f->prompt_token_s, t.prompt_token_s, 0.02);
 	test_free(c);
