@@ -13,7 +13,7 @@ struct fg_pcal *fg_pcal_new(const struct fg_policy *p, const struct fg_cost_mode
 	if (!pc)
 		return NULL;
 	pc->mode = p->agent.calibration;
-	pc->prev.broken = pc->cur.broken = true; /* nothing before the first */
+	pc->prev.broken = true; /* nothing before the first group */
 	fg_calib_init(&pc->fit, assumed);
 	fg_calib_follow_init(&pc->follow, assumed, now_ns);
 	return pc;
