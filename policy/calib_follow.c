@@ -54,9 +54,13 @@ bool fg_calib_follow_step(struct fg_calib_follow *f, const struct fg_calib_fit *
 	priced(&fit->cm, want);
 	priced(&f->assumed, have);
 	double step = log1p(FG_CALIB_RATE_PER_MIN) * fmin(dt, 3600) / 60;
+	/* a term not measured well enough holds where it is: the prompt
+	 * time sets all three, the KV term only the third */
+	bool measured[3] = { fit->prompt_identified, fit->prompt_identified,
+			     fit->prompt_identified && fit->context_identified };
 	for (int i = 0; i < 3; i++) {
 		double target = want[i] / have[i];
-		if (!isfinite(target))
+		if (!isfinite(target) || !measured[i])
 			continue;
 		target = fmin(fmax(target, FG_CALIB_FLOOR), FG_CALIB_CEILING);
 		double d = log(target) - log(f->scale[i]);

@@ -8,7 +8,9 @@
  * FG_CALIB_FLOOR .. FG_CALIB_CEILING so a sick engine cannot zero or
  * explode anyone's price, and moving at most FG_CALIB_RATE_PER_MIN a
  * minute (geometrically) so a tenant's bill never jumps. Without a valid
- * fit the prices hold where they are. A measured output weight
+ * fit the prices hold where they are, and so does a term the fit did not
+ * measure to within FG_CALIB_MAX_REL_SE (the KV term when contexts hardly
+ * varied). A measured output weight
  * FG_CALIB_SHARP away from the last one reported is reported once
  * (the caller logs it).
  *

@@ -24,21 +24,31 @@ static void lsq_add(struct lsq *q, const double *x, double y)
 	q->n++;
 }
 
-/* (X'X + L) beta = X'y + L prior, L_jj one observation's worth of x_j^2
- * (its mean square, or `floor_sq` when the data never had it). Gaussian
- * elimination with partial pivoting; -1 if singular even so. */
-static int lsq_solve(const struct lsq *q, const double *prior, const double *floor_sq,
-		     double *beta)
+/* The normal equations with the ridge: (X'X + L) beta = X'y + L prior,
+ * L_jj one observation's worth of x_j^2 (its mean square, or `floor_sq`
+ * when the data never had it). */
+static void lsq_system(const struct lsq *q, const double *prior, const double *floor_sq,
+		       double m[TERMS][TERMS], double *rhs)
 {
-	double m[TERMS][TERMS + 1];
-
 	for (uint32_t i = 0; i < TERMS; i++) {
 		double l = q->n ? q->xx[i] / q->n : 0;
 		if (!(l > floor_sq[i]))
 			l = floor_sq[i];
 		for (uint32_t j = 0; j < TERMS; j++)
 			m[i][j] = q->a[i][j] + (i == j ? l : 0);
-		m[i][TERMS] = q->b[i] + l * prior[i];
+		rhs[i] = q->b[i] + l * prior[i];
+	}
+}
+
+/* m x = rhs by Gaussian elimination with partial pivoting; -1 if singular. */
+static int solve(const double m_in[TERMS][TERMS], const double *rhs, double *x)
+{
+	double m[TERMS][TERMS + 1];
+
+	for (uint32_t i = 0; i < TERMS; i++) {
+		for (uint32_t j = 0; j < TERMS; j++)
+			m[i][j] = m_in[i][j];
+		m[i][TERMS] = rhs[i];
 	}
 	for (uint32_t col = 0; col < TERMS; col++) {
 		uint32_t piv = col;
@@ -62,12 +72,36 @@ static int lsq_solve(const struct lsq *q, const double *prior, const double *flo
 	for (uint32_t i = TERMS; i-- > 0;) {
 		double s = m[i][TERMS];
 		for (uint32_t j = i + 1; j < TERMS; j++)
-			s -= m[i][j] * beta[j];
-		beta[i] = s / m[i][i];
-		if (!isfinite(beta[i]))
+			s -= m[i][j] * x[j];
+		x[i] = s / m[i][i];
+		if (!isfinite(x[i]))
 			return -1;
 	}
 	return 0;
+}
+
+static int lsq_solve(const struct lsq *q, const double *prior, const double *floor_sq,
+		     double *beta)
+{
+	double m[TERMS][TERMS], rhs[TERMS];
+
+	lsq_system(q, prior, floor_sq, m, rhs);
+	return solve(m, rhs, beta);
+}
+
+/* Each term's standard error: rms x sqrt of the diagonal of the system's
+ * inverse (the ridge's pseudo-observation included). */
+static void lsq_std_errors(const struct lsq *q, const double *prior, const double *floor_sq,
+			   double rms, double *se)
+{
+	double m[TERMS][TERMS], rhs[TERMS], col[TERMS];
+
+	lsq_system(q, prior, floor_sq, m, rhs);
+	for (uint32_t j = 0; j < TERMS; j++) {
+		double e[TERMS] = { 0 };
+		e[j] = 1;
+		se[j] = solve(m, e, col) ? INFINITY : rms * sqrt(fabs(col[j]));
+	}
 }
 
 static double clampd(double v, double lo, double hi, bool *hit)
@@ -169,9 +203,9 @@ static int fit_window(const struct fg_calib *c, const double *prior, const doubl
 		      double *beta, struct fg_calib_fit *f)
 {
 	double x[TERMS], cut = INFINITY;
+	struct lsq q;
 
 	for (int pass = 0; pass < 2; pass++) {
-		struct lsq q;
 		memset(&q, 0, sizeof(q));
 		for (uint32_t i = 0; i < c->len; i++) {
 			const struct fg_calib_step *o = &c->win[(c->head + i) % FG_CALIB_WINDOW];
@@ -205,6 +239,12 @@ static int fit_window(const struct fg_calib *c, const double *prior, const doubl
 	}
 	f->trimmed = c->len - f->n_steps;
 	f->rms_s = f->n_steps ? sqrt(ss / f->n_steps) : 0;
+	double se[TERMS];
+	lsq_std_errors(&q, prior, floor_sq, f->rms_s, se);
+	f->step_fixed_se_s = se[0];
+	f->step_per_seq_se_s = se[1];
+	f->step_per_context_se_s = se[2];
+	f->prompt_token_se_s = se[3];
 	return 0;
 }
 
@@ -252,6 +292,8 @@ const struct fg_calib_fit *fg_calib_refit(struct fg_calib *c, uint64_t now_ns)
 	}
 	f.bounded = hit;
 	f.valid = true;
+	f.context_identified = f.step_per_context_se_s <= FG_CALIB_MAX_REL_SE * f.step_per_context_s;
+	f.prompt_identified = f.prompt_token_se_s <= FG_CALIB_MAX_REL_SE * f.prompt_token_s;
 	fg_cost_model_calibrated(&f.cm, a, f.prompt_token_s, f.step_fixed_s, f.step_per_seq_s,
 				 f.step_per_context_s);
 	c->fit = f;

@@ -35,6 +35,9 @@
 #define FG_CALIB_MIN_PREFILLS 32      /* of which steps that prefilled */
 #define FG_CALIB_BOX 8.0              /* a fitted term stays within 1/8x .. 8x the assumed */
 #define FG_CALIB_MAX_STEP_S 10.0      /* a longer step is a stall, not a step */
+/* A term whose standard error is above this share of its value is not
+ * measured well enough to price by (calib_follow.c holds it). */
+#define FG_CALIB_MAX_REL_SE 0.10
 
 enum fg_calib_verdict {
 	FG_CALIB_TAKEN = 0,
@@ -55,6 +58,11 @@ struct fg_calib_fit {
 	double prompt_token_s;
 	double step_fixed_s, step_per_seq_s, step_per_context_s;
 	double rms_s;               /* of the residuals used */
+	double prompt_token_se_s, step_fixed_se_s, step_per_seq_se_s, step_per_context_se_s;
+	/* the KV term is priced by only when measured within
+	 * FG_CALIB_MAX_REL_SE: when contexts hardly vary it is not */
+	bool context_identified;
+	bool prompt_identified;     /* the same for the prompt-token time */
 	struct fg_cost_model cm;    /* the measured model (the assumed until valid) */
 };
 

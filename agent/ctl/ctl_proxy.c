@@ -171,12 +171,18 @@ static json_t *calibration_json(const struct fg_proxy *px)
 			      "charged", model_json(&px->gw->cm, &c->assumed, r));
 	if (o && f->valid) {
 		json_object_set_new(o, "measured", model_json(&f->cm, &c->assumed, r));
-		json_object_set_new(o, "fit", json_pack("{s:f, s:f, s:f, s:f, s:f}",
+		json_object_set_new(o, "fit", json_pack("{s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:b, s:b}",
 			"prompt_token_us", f->prompt_token_s * 1e6,
+			"prompt_token_se_us", f->prompt_token_se_s * 1e6,
 			"step_fixed_ms", f->step_fixed_s * 1e3,
+			"step_fixed_se_ms", f->step_fixed_se_s * 1e3,
 			"step_per_seq_us", f->step_per_seq_s * 1e6,
+			"step_per_seq_se_us", f->step_per_seq_se_s * 1e6,
 			"step_per_context_ns", f->step_per_context_s * 1e9,
-			"rms_ms", f->rms_s * 1e3));
+			"step_per_context_se_ns", f->step_per_context_se_s * 1e9,
+			"rms_ms", f->rms_s * 1e3,
+			"prompt_identified", f->prompt_identified,
+			"context_identified", f->context_identified));
 	}
 	return o;
 }

@@ -159,12 +159,12 @@ static void off_observes_nothing_on_moves_prices(void **state)
 	fg_pcal_free(pc);
 
 	/* on: a fit twice the policy's step moves the gateway's prices,
-	 * 1.25x in the first minute */
+	 * 1.25x in the first minute (contexts vary: every term measured) */
 	struct fg_gateway *gw = calloc(1, sizeof(*gw));
 	pc = setup(FG_CALIB_ON, &cm);
 	gw->cm = cm;
 	for (int i = 0; i < 400; i++) {
-		double batch = 1 + i % 32, ctx = batch * 1700, pre = i % 4 ? 0 : 2000;
+		double batch = 1 + i % 32, ctx = batch * (500 + (i * 37) % 3000), pre = i % 4 ? 0 : 2000;
 		fg_calib_add_step(&pc->fit, (uint64_t)i * MS, batch, ctx, pre,
 				  2 * fg_decode_step_batch_s(&cm, batch, ctx) + fg_prefill_s(&cm, pre));
 	}

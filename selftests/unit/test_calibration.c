@@ -129,6 +129,8 @@ static void fit_converges_on_noisy_truth(void **state)
 	assert_true(f->cm.output_weight > a.output_weight * 1.1 ||
 		    f->cm.output_weight < a.output_weight / 1.1);
 	assert_rel(f->rms_s, 3e-4, 0.2);
+	assert_true(f->prompt_identified && f->context_identified);
+	assert_true(f->prompt_token_se_s > 0 && f->prompt_token_se_s < 0.01 * f->prompt_token_s);
 	test_free(c);
 }
 
@@ -237,7 +239,8 @@ static void follow_rate_floor_ceiling(void **state)
 	(void)state;
 	struct fg_cost_model a, t;
 	struct fg_calib_follow fl;
-	struct fg_calib_fit fit = { .valid = true };
+	struct fg_calib_fit fit = { .valid = true, .prompt_identified = true,
+				    .context_identified = true };
 	models(&a, &t);
 
 	/* a measurement 4x dearer in every term: a minute moves 1.25x, no more */
@@ -266,10 +269,47 @@ static void follow_rate_floor_ceiling(void **state)
 	assert_rel(fl.applied.prompt_token_s, a.prompt_token_s * FG_CALIB_FLOOR, 1e-9);
 	assert_rel(fl.applied.output_weight, a.output_weight * FG_CALIB_FLOOR, 1e-9);
 	/* within the bounds it lands on the measurement itself */
-	fg_calib_follow_step(&fl, &(struct fg_calib_fit){ .valid = true, .cm = t }, 40000 * SEC);
+	fg_calib_follow_step(&fl, &(struct fg_calib_fit){ .valid = true, .prompt_identified = true,
+							    .context_identified = true, .cm = t },
+			     40000 * SEC);
 	assert_rel(fl.applied.output_weight, t.output_weight, 1e-9);
 	assert_rel(fl.applied.prompt_token_s, t.prompt_token_s, 1e-9);
 	assert_rel(fg_decode_step_batch_s(&fl.applied, 128, 128 * 1700.0), t.decode_step_s, 1e-9);
+	/* a KV term the fit could not measure holds; the rest still follow */
+	struct fg_calib_follow f2;
+	struct fg_calib_fit vague = { .valid = true, .prompt_identified = true, .cm = t };
+	fg_calib_follow_init(&f2, &a, 0);
+	fg_calib_follow_step(&f2, &vague, 3600 * SEC);
+	assert_rel(f2.applied.output_s_per_context / f2.applied.prompt_token_s,
+		   a.output_s_per_context / a.prompt_token_s, 1e-9);
+	assert_rel(f2.applied.prompt_token_s, t.prompt_token_s, 1e-9);
+	assert_rel(f2.applied.output_weights_share_s / f2.applied.prompt_token_s,
+		   t.output_weights_share_s / t.prompt_token_s, 1e-9);
+}
+
+/* Every sequence at the same context: the KV term is not told from the
+ * per-sequence one, and the fit says so (the price holds, above). */
+static void unvaried_context_not_identified(void **state)
+{
+	(void)state;
+	struct fg_cost_model a, t;
+	struct fg_calib *c = test_malloc(sizeof(*c));
+	models(&a, &t);
+	fg_calib_init(c, &a);
+
+	for (int i = 0; i < 2000; i++) {
+		double batch = 1 + floor(unif() * 48), pre = i % 4 ? 0 : 50 + floor(unif() * 4000);
+		double step = fg_decode_step_batch_s(&t, batch + (pre > 0), batch * 300) +
+			      fg_prefill_s(&t, pre);
+		fg_calib_add_step(c, SEC + (uint64_t)i * (SEC / 100), batch, batch * 300, pre,
+				  step + 3e-4 * gauss());
+	}
+	const struct fg_calib_fit *f = fg_calib_refit(c, 21 * SEC);
+	assert_true(f->valid);
+	assert_false(f->context_identified);
+	assert_true(f->prompt_identified);
+	assert_rel(f->prompt_token_s, t.prompt_token_s, 0.02);
+	test_free(c);
 }
 
 int main(void)
@@ -283,6 +323,7 @@ int main(void)
 		cmocka_unit_test(box_holds_a_sick_engine),
 		cmocka_unit_test(window_slides),
 		cmocka_unit_test(follow_rate_floor_ceiling),
+		cmocka_unit_test(unvaried_context_not_identified),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
