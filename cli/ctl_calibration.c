@@ -61,6 +61,14 @@ void fg_show_calibration(const json_t *cal)
 		}
 		putchar('\n');
 	}
+	const json_t *fit = json_object_get(cal, "fit");
+	if (fit && !json_is_true(json_object_get(fit, "prompt_identified")))
+		printf("  the prompt-token time is not measured within 10%% (+-%.2f us): its prices hold\n",
+		       fg_show_num(fit, "prompt_token_se_us"));
+	if (fit && !json_is_true(json_object_get(fit, "context_identified")))
+		printf("  the per-context term is not measured within 10%% (%.1f +- %.1f ns a token: the "
+		       "contexts hardly varied): its price holds\n",
+		       fg_show_num(fit, "step_per_context_ns"), fg_show_num(fit, "step_per_context_se_ns"));
 }
 
 json_t *fg_fetch_calibration(const char *ctl)
