@@ -61,6 +61,10 @@ void fg_show_calibration(const json_t *cal)
 		}
 		putchar('\n');
 	}
+	const json_t *itl = json_object_get(cal, "inter_token_ms");
+	if (itl)
+		printf("  mean inter-token time since the last engine scrape: engine %.2f ms, steps the proxy saw %.2f ms\n",
+		       fg_show_num(itl, "engine"), fg_show_num(itl, "proxy"));
 	const json_t *fit = json_object_get(cal, "fit");
 	if (fit && !json_is_true(json_object_get(fit, "prompt_identified")))
 		printf("  the prompt-token time is not measured within 10%% (+-%.2f us): its prices hold\n",

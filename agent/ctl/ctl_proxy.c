@@ -169,6 +169,10 @@ static json_t *calibration_json(const struct fg_proxy *px)
 			      "sharp_changes", (json_int_t)pc->sharp_changes,
 			      "assumed", model_json(&c->assumed, &c->assumed, r),
 			      "charged", model_json(&px->gw->cm, &c->assumed, r));
+	if (o && pc->engine_itl_s > 0)
+		json_object_set_new(o, "inter_token_ms",
+				    json_pack("{s:f, s:f}", "engine", pc->engine_itl_s * 1e3, "proxy",
+					      pc->proxy_itl_s * 1e3));
 	if (o && f->valid) {
 		json_object_set_new(o, "measured", model_json(&f->cm, &c->assumed, r));
 		json_object_set_new(o, "fit", json_pack("{s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:b, s:b}",

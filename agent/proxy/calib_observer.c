@@ -48,6 +48,10 @@ static void close_group(struct fg_pcal *pc, uint64_t now_ns)
 	struct fg_pcal_group *c = &pc->cur, *p = &pc->prev;
 
 	pc->steps_seen++;
+	if (p->first_ns && c->decoded) {
+		pc->gap_token_s += (double)(c->first_ns - p->first_ns) / 1e9 * c->decoded;
+		pc->gap_tokens += c->decoded;
+	}
 	bool whole = !c->broken && !p->broken && c->decoded >= 1 &&
 		     c->decoded == p->decoded + p->started - p->ended;
 	if (whole && fg_calib_add_step(&pc->fit, now_ns, c->decoded, c->context, c->prefill,
@@ -138,6 +142,25 @@ void fg_pcal_end(struct fg_pcal *pc, struct fg_pcal_req *q)
 		break;
 	}
 	q->state = FG_PCAL_NONE;
+}
+
+void fg_pcal_engine_itl(struct fg_pcal *pc, double sum, double count)
+{
+	if (pc->have_scrape && count > pc->engine_at_scrape[1] && sum >= pc->engine_at_scrape[0]) {
+		pc->engine_itl_s = (sum - pc->engine_at_scrape[0]) / (count - pc->engine_at_scrape[1]);
+		double n = pc->gap_tokens - pc->seen_at_scrape[1];
+		pc->proxy_itl_s = n > 0 ? (pc->gap_token_s - pc->seen_at_scrape[0]) / n : 0;
+	} else if (!(count >= pc->engine_at_scrape[1])) {
+		pc->engine_itl_s = pc->proxy_itl_s = 0; /* the engine restarted */
+	}
+	/* nothing new: the means stay those of the last interval with tokens */
+	if (!pc->have_scrape || count != pc->engine_at_scrape[1]) {
+		pc->engine_at_scrape[0] = sum;
+		pc->engine_at_scrape[1] = count;
+		pc->seen_at_scrape[0] = pc->gap_token_s;
+		pc->seen_at_scrape[1] = pc->gap_tokens;
+	}
+	pc->have_scrape = true;
 }
 
 static void log_sharp(const struct fg_pcal *pc, const struct fg_calib_fit *f)

@@ -60,6 +60,13 @@ struct fg_pcal {
 	struct fg_pcal_group cur, prev;
 	uint64_t steps_seen, steps_observed;
 	uint64_t sharp_changes;
+	/* the cross-check against the engine's own inter-token latency:
+	 * every step seen, weighted by the tokens it decoded, and the
+	 * engine's histogram, both as of the last two scrapes */
+	double gap_token_s, gap_tokens;       /* running sums, proxy side */
+	double seen_at_scrape[2], engine_at_scrape[2]; /* (sum, count) last time */
+	bool have_scrape;
+	double proxy_itl_s, engine_itl_s;     /* means between the last two scrapes; 0 = none */
 };
 
 struct fg_pcal *fg_pcal_new(const struct fg_policy *p, const struct fg_cost_model *assumed,
@@ -80,6 +87,11 @@ void fg_pcal_sent(struct fg_pcal *pc, struct fg_pcal_req *q, const struct fg_gw_
 void fg_pcal_output(struct fg_pcal *pc, struct fg_pcal_req *q, double completion_tokens,
 		    double uncached_prompt, uint64_t now_ns);
 void fg_pcal_end(struct fg_pcal *pc, struct fg_pcal_req *q);
+
+/* The engine's vllm:inter_token_latency_seconds _sum and _count as just
+ * scraped: the means between this scrape and the last, the engine's and
+ * the steps the proxy saw, are compared. */
+void fg_pcal_engine_itl(struct fg_pcal *pc, double sum, double count);
 
 /* Once a second: refit; under `on`, move gw->cm. Logs a sharp change once. */
 void fg_pcal_tick(struct fg_pcal *pc, struct fg_gateway *gw, uint64_t now_ns);

@@ -344,6 +344,15 @@ static void calibration_metrics(struct fg_buf *o, const struct fg_proxy *px)
 	     "Times the measured output weight moved 20% from the last one reported (each logged once).");
 	fg_buf_printf(o, "fairgate_calibration_sharp_changes_total %llu\n",
 		      (unsigned long long)pc->sharp_changes);
+	help(o, "fairgate_calibration_inter_token_seconds", "gauge",
+	     "Mean time between a sequence's tokens between the last two engine scrapes: the "
+	     "engine's own (vllm:inter_token_latency_seconds) and the steps the proxy saw.");
+	if (pc->engine_itl_s > 0) {
+		fg_buf_printf(o, "fairgate_calibration_inter_token_seconds{source=\"engine\"} %.17g\n",
+			      pc->engine_itl_s);
+		fg_buf_printf(o, "fairgate_calibration_inter_token_seconds{source=\"proxy\"} %.17g\n",
+			      pc->proxy_itl_s);
+	}
 	for (size_t k = 0; k < sizeof(model_metrics) / sizeof(*model_metrics); k++) {
 		help(o, model_metrics[k].name, "gauge", model_metrics[k].help);
 		for (int i = 0; i < 3; i++)

@@ -257,6 +257,8 @@ static void on_engine_metrics(void *ctx, const struct fg_engine_metrics *m)
 			    (fg_ew_unconfirmed(&px->gw->ew) > 0 || px->gw->ew.engine_extra > 0));
 	if (m->found & 8)
 		px->engine_kv_usage = m->kv_usage;
+	if (m->found & 16)
+		fg_pcal_engine_itl(px->calib, m->itl_sum, m->itl_count);
 	if (m->found & 4) {
 		double was = px->engine_preemptions_seen;
 		if (px->preemptions_baseline && m->preemptions > was) {

@@ -77,6 +77,8 @@ MW=$(cal measured.output_weight)
 echo "# advise: measured output weight $MW (true $TW); charged $(cal charged.output_weight); steps observed $(cal observations.steps_observed) of $(cal observations.steps_seen), fit rms $(cal fit.rms_ms) ms"
 echo "# calibration off (advise charges the policy's prices): the outputs tenant took $off% of the true replica time"
 pctl plan --policy "$PX_TMP/policy.yaml" --calibrated | sed -n '/^calibration:/,$p' | sed 's/^/# /'
+read -r itl_e itl_p < <(pctl status --json | jq -r '"\(.calibration.inter_token_ms.engine // 0) \(.calibration.inter_token_ms.proxy // 0)"')
+check "the steps the proxy saw agree with the engine's own inter-token latency (proxy $itl_p ms, engine $itl_e ms)" within "$itl_p" "$itl_e" 0.15
 check "the fit is valid and unbounded" test "$(cal valid) $(cal bounded)" = "true false"
 check "measured output weight within 5% of the truth's ($MW vs $TW)" within "$MW" "$TW" 0.05
 check "  and stayed there from request $converged on (of $(cal observations.used) steps used)" test -n "$converged"

@@ -100,6 +100,16 @@ static void steps_grouped_and_observed(void **state)
 	uint64_t seen = pc->steps_observed;
 	run_steps(pc, q, 1, &t, 10, 1);
 	assert_int_equal(pc->steps_observed, seen);
+	/* the cross-check: the engine's own mean inter-token time between two
+	 * scrapes beside the proxy's steps over the same tokens */
+	fg_pcal_engine_itl(pc, 1.0, 100);
+	run_steps(pc, q, 4, &t, 10, 6);
+	fg_pcal_engine_itl(pc, 1.0 + 24 * 0.0101, 124);
+	assert_true(fabs(pc->engine_itl_s - 0.0101) < 1e-9);
+	assert_true(fabs(pc->proxy_itl_s - 0.010) < 1e-9);
+	/* an engine restart (its counters back to 0) clears the comparison */
+	fg_pcal_engine_itl(pc, 0.1, 10);
+	assert_true(pc->engine_itl_s == 0 && pc->proxy_itl_s == 0);
 	fg_pcal_free(pc);
 }
 
