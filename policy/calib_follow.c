@@ -33,6 +33,13 @@ void fg_calib_follow_init(struct fg_calib_follow *f, const struct fg_cost_model 
 	f->reported_weight = assumed->output_weight;
 }
 
+void fg_calib_follow_hold(struct fg_calib_follow *f, uint64_t now_ns)
+{
+	f->scale[0] = f->scale[1] = f->scale[2] = 1;
+	f->applied = f->assumed;
+	f->last_ns = now_ns;
+}
+
 void fg_calib_follow_set_assumed(struct fg_calib_follow *f, const struct fg_cost_model *assumed)
 {
 	double seq = f->applied.seq_overhead_s;

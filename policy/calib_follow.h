@@ -43,6 +43,11 @@ void fg_calib_follow_init(struct fg_calib_follow *f, const struct fg_cost_model 
 /* A new policy: the ratios stay, applied to its prices. */
 void fg_calib_follow_set_assumed(struct fg_calib_follow *f, const struct fg_cost_model *assumed);
 
+/* Back to the policy's prices from now on (the sharp-change reference
+ * stays): what advise charges, so that a later switch to `on` starts from
+ * the prices charged, not from where an unused follow had got to. */
+void fg_calib_follow_hold(struct fg_calib_follow *f, uint64_t now_ns);
+
 /* Move the applied prices towards `fit` for the time since the last step.
  * True once for each sharp change of the measured output weight. */
 bool fg_calib_follow_step(struct fg_calib_follow *f, const struct fg_calib_fit *fit,

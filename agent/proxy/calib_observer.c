@@ -190,4 +190,6 @@ void fg_pcal_tick(struct fg_pcal *pc, struct fg_gateway *gw, uint64_t now_ns)
 	}
 	if (pc->mode == FG_CALIB_ON)
 		gw->cm = pc->follow.applied;
+	else
+		fg_calib_follow_hold(&pc->follow, now_ns); /* advise charges the policy's */
 }

@@ -287,6 +287,27 @@ static void follow_rate_floor_ceiling(void **state)
 		   t.output_weights_share_s / t.prompt_token_s, 1e-9);
 }
 
+/* Held (advise), the follow charges the policy's and starts from them
+ * when prices are let follow: no jump at the switch. */
+static void hold_then_follow_without_a_jump(void **state)
+{
+	(void)state;
+	struct fg_cost_model a, t;
+	struct fg_calib_follow fl;
+	struct fg_calib_fit fit = { .valid = true, .prompt_identified = true,
+				    .context_identified = true };
+	models(&a, &t);
+	fit.cm = t;
+	fg_calib_follow_init(&fl, &a, 0);
+	for (uint64_t s = 1; s <= 600; s++) {
+		fg_calib_follow_step(&fl, &fit, s * SEC);
+		fg_calib_follow_hold(&fl, s * SEC);
+	}
+	assert_rel(fl.applied.output_weight, a.output_weight, 1e-12);
+	fg_calib_follow_step(&fl, &fit, 601 * SEC);
+	assert_true(fl.applied.output_weight <= a.output_weight * exp(log1p(FG_CALIB_RATE_PER_MIN) / 60) * (1 + 1e-9));
+}
+
 /* Every sequence at the same context: the KV term is not told from the
  * per-sequence one, and the fit says so (the price holds, above). */
 static void unvaried_context_not_identified(void **state)
@@ -324,6 +345,7 @@ int main(void)
 		cmocka_unit_test(window_slides),
 		cmocka_unit_test(follow_rate_floor_ceiling),
 		cmocka_unit_test(unvaried_context_not_identified),
+		cmocka_unit_test(hold_then_follow_without_a_jump),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
