@@ -59,6 +59,7 @@ share() {
 within() { awk -v m="$1" -v t="$2" -v r="$3" 'BEGIN { d = m / t - 1; if (d < 0) d = -d; exit !(d <= r) }'; }
 
 # ---- phase 1: advise ----
+read -r bp0 bo0 < <(fq_billed prompts outputs)
 load 25 "$PX_TMP/off"
 converged= settled=
 for i in $(seq 25); do
@@ -72,10 +73,11 @@ for i in $(seq 25); do
 	fi
 done
 fq_wait_loads
+read -r bp1 bo1 < <(fq_billed prompts outputs)
 off=$(share "$PX_TMP/off")
 MW=$(cal measured.output_weight)
 echo "# advise: measured output weight $MW (true $TW); charged $(cal charged.output_weight); steps observed $(cal observations.steps_observed) of $(cal observations.steps_seen), fit rms $(cal fit.rms_ms) ms"
-echo "# calibration off (advise charges the policy's prices): the outputs tenant took $off% of the true replica time"
+echo "# calibration off (advise charges the policy's prices): the outputs tenant took $off% of the true replica time and was billed $(fq_share "$bo0" "$bo1" "$bp0" "$bp1")% of the units"
 pctl plan --policy "$PX_TMP/policy.yaml" --calibrated | sed -n '/^calibration:/,$p' | sed 's/^/# /'
 read -r itl_e itl_p < <(pctl status --json | jq -r '"\(.calibration.inter_token_ms.engine // 0) \(.calibration.inter_token_ms.proxy // 0)"')
 check "the steps the proxy saw agree with the engine's own inter-token latency (proxy $itl_p ms, engine $itl_e ms)" within "$itl_p" "$itl_e" 0.15
@@ -105,12 +107,14 @@ for i in $(seq 5); do
 	prev=$c prev_t=$t
 done
 fq_wait_loads
+read -r bp2 bo2 < <(fq_billed prompts outputs)
 load 25 "$PX_TMP/on"
 fq_wait_loads
+read -r bp3 bo3 < <(fq_billed prompts outputs)
 on=$(share "$PX_TMP/on")
 CW=$(cal charged.output_weight) MW=$(cal measured.output_weight)
 echo "# on: charged output weight $CW, measured $MW, true $TW; the steepest change seen ${worst_rate}x a minute"
-echo "# calibration on: the outputs tenant took $on% of the true replica time (off: $off%)"
+echo "# calibration on: the outputs tenant took $on% of the true replica time (off: $off%) and was billed $(fq_share "$bo2" "$bo3" "$bp2" "$bp3")% of the units"
 # sampled every 10 s between 1 s ticks: a window can hold 11 s of moves
 check "prices moved at most 1.25x a minute (steepest ${worst_rate}x over 10 s windows)" \
 	awk -v r="$worst_rate" 'BEGIN { exit !(r <= exp(log(1.25) * 1.1) + 1e-3) }'
