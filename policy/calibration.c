@@ -276,6 +276,22 @@ const struct fg_calib_fit *fg_calib_refit(struct fg_calib *c, uint64_t now_ns)
 		c->fit = f;
 		return &c->fit;
 	}
+	/* A KV term not measured within FG_CALIB_MAX_REL_SE is pinned at the
+	 * policy's and the rest fitted again: noise in it would otherwise
+	 * move the price at the reference context, which it holds. */
+	f.context_identified = f.step_per_context_se_s <= FG_CALIB_MAX_REL_SE * fabs(beta[2]);
+	double se_ctx = f.step_per_context_se_s;
+	if (!f.context_identified) {
+		struct fg_calib_fit pinned = f;
+		double b2[TERMS] = { fixed0, 0, per_ctx0, a->prompt_token_s };
+		floor_sq[2] = 1e12 * ctx * ctx;
+		if (!fit_window(c, prior, floor_sq, b2, &pinned)) {
+			memcpy(beta, b2, sizeof(b2));
+			pinned.context_identified = false;
+			f = pinned;
+			f.step_per_context_se_s = se_ctx; /* the unpinned fit's, as measured */
+		}
+	}
 	/* the box: each term within 1/BOX .. BOX of the assumption's scale
 	 * (the per-sequence part as a share of the fixed one) */
 	bool hit = false;
@@ -292,7 +308,6 @@ const struct fg_calib_fit *fg_calib_refit(struct fg_calib *c, uint64_t now_ns)
 	}
 	f.bounded = hit;
 	f.valid = true;
-	f.context_identified = f.step_per_context_se_s <= FG_CALIB_MAX_REL_SE * f.step_per_context_s;
 	f.prompt_identified = f.prompt_token_se_s <= FG_CALIB_MAX_REL_SE * f.prompt_token_s;
 	fg_cost_model_calibrated(&f.cm, a, f.prompt_token_s, f.step_fixed_s, f.step_per_seq_s,
 				 f.step_per_context_s);

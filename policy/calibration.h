@@ -59,8 +59,9 @@ struct fg_calib_fit {
 	double step_fixed_s, step_per_seq_s, step_per_context_s;
 	double rms_s;               /* of the residuals used */
 	double prompt_token_se_s, step_fixed_se_s, step_per_seq_se_s, step_per_context_se_s;
-	/* the KV term is priced by only when measured within
-	 * FG_CALIB_MAX_REL_SE: when contexts hardly vary it is not */
+	/* the KV term is measured only within FG_CALIB_MAX_REL_SE: when
+	 * contexts hardly vary it is not, and the fit pins it at the
+	 * policy's (its standard error stays the unpinned fit's) */
 	bool context_identified;
 	bool prompt_identified;     /* the same for the prompt-token time */
 	struct fg_cost_model cm;    /* the measured model (the assumed until valid) */

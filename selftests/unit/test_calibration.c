@@ -329,6 +329,9 @@ static void unvaried_context_not_identified(void **state)
 	assert_true(f->valid);
 	assert_false(f->context_identified);
 	assert_true(f->prompt_identified);
+	/* pinned at the policy's, the rest fitted around it */
+	assert_rel(f->step_per_context_s, a.output_s_per_context, 1e-3);
+	assert_rel(fg_decode_step_batch_s(&f->cm, 16, 16 * 300.0), fg_decode_step_batch_s(&t, 16, 16 * 300.0), 0.02);
 	assert_rel(f->prompt_token_s, t.prompt_token_s, 0.02);
 	test_free(c);
 }
