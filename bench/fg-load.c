@@ -82,7 +82,8 @@ static void usage(FILE *out)
 "  \"errors\": {\"connect\", \"reset\", \"timeout\", \"bad_response\"},\n"
 "  \"backlog_dropped\", \"latency_ms\": {\"p50\",\"p90\",\"p99\",\"max\",\"mean\"} (2xx),\n"
 "  \"ttft_ms\": {...} (2xx streams), \"prompt_tokens\", \"completion_tokens\",\n"
-"  \"cached_tokens\", \"tokens_received\", \"retry_after_seen\",\n"
+"  \"cached_tokens\", \"tokens_received\", \"sim_replica_ms\" (fairgate-sim's\n"
+"  true replica time of the 2xx answers), \"retry_after_seen\",\n"
 "  \"retry_after_max_s\", \"retry_after_ms\": {...} (every Retry-After seen),\n"
 "  \"retries\", \"retries_refused\", \"retry_peak_per_100ms\" (--honor-retry-after:\n"
 "  requests sent after a rest, those answered 429 again, the most of them sent\n"
@@ -116,6 +117,7 @@ struct tenant {
 	uint64_t sent, completed, status[600], other_status;
 	uint64_t err_connect, err_reset, err_timeout, err_bad;
 	uint64_t prompt_tokens, completion_tokens, cached_tokens, tokens_received;
+	double sim_replica_ms; /* fairgate-sim's true replica time of its 2xx answers */
 	uint64_t retry_after_seen;
 	double retry_after_max;
 	struct samples latency, ttft, retry_after;
@@ -173,6 +175,7 @@ struct conn {
 	size_t body_len, body_cap;
 	size_t sse_off;             /* parsed up to here in body (streams) */
 	uint64_t chunks;
+	double sim_replica_ms; /* x-sim-replica-ms, or the stream's `: x-sim` comment */
 	json_t *usage;
 };
 
@@ -291,6 +294,8 @@ static void header_done(struct conn *c)
 		c->retry_after = atof(c->hvalue) / 1000.0;
 	else if (!strcasecmp(c->hfield, "retry-after") && c->retry_after < 0)
 		c->retry_after = atof(c->hvalue);
+	else if (!strcasecmp(c->hfield, "x-sim-replica-ms"))
+		c->sim_replica_ms = atof(c->hvalue);
 	c->hfield_len = c->hvalue_len = 0;
 }
 
@@ -339,6 +344,12 @@ static void parse_sse(struct conn *c)
 		if (!nl)
 			return;
 		c->sse_off = (size_t)(nl - c->body) + 1;
+		if (!strncmp(line, ": x-sim ", 8)) {
+			json_t *x = json_loadb(line + 8, (size_t)(nl - line - 8), 0, NULL);
+			c->sim_replica_ms = json_number_value(json_object_get(x, "replica_ms"));
+			json_decref(x);
+			continue;
+		}
 		if (strncmp(line, "data: ", 6) != 0)
 			continue;
 		const char *data = line + 6;
@@ -431,6 +442,7 @@ static void request_clear(struct conn *c)
 	c->out_len = c->out_off = 0;
 	c->body_len = c->sse_off = 0;
 	c->chunks = 0;
+	c->sim_replica_ms = 0;
 	c->status = 0;
 	c->retry_after = -1;
 	c->first_token = -1;
@@ -479,6 +491,7 @@ static void request_done(struct conn *c)
 		c->owes_retry = true;
 	}
 	if (c->status / 100 == 2) {
+		t->sim_replica_ms += c->sim_replica_ms;
 		samples_add(&t->latency, (end - c->intended) * 1e3);
 		if (t->stream) {
 			if (c->first_token >= 0)
@@ -911,6 +924,7 @@ static void print_results(double elapsed)
 		for (size_t b = 0; b < t->n_retry_bins; b++)
 			peak = t->retry_bins[b] > peak ? t->retry_bins[b] : peak;
 		json_object_set_new(o, "retry_after_ms", percentiles(&t->retry_after));
+		json_object_set_new(o, "sim_replica_ms", json_real(t->sim_replica_ms));
 		json_object_set_new(o, "retries", json_integer((json_int_t)t->retries));
 		json_object_set_new(o, "retries_refused", json_integer((json_int_t)t->retries_refused));
 		json_object_set_new(o, "retry_peak_per_100ms", json_integer((json_int_t)peak));

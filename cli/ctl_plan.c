@@ -10,13 +10,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli/ctl_calibration.h"
 #include "cli/ctl_commands.h"
 #include "policy/cost_model.h"
 #include "policy/policy.h"
 
 struct plan_args {
-	const char *policy, *tenants;
-	bool json;
+	const char *policy, *tenants, *ctl;
+	bool json, calibrated;
 	double rps, in, out, n, prompts, cached, context;
 	bool have_request, have_load, have_context;
 };
@@ -42,6 +43,7 @@ static int parse_args(int argc, char **argv, struct plan_args *a)
 		{ "out", required_argument, NULL, 'o' },    { "context", required_argument, NULL, 'c' },
 		{ "n", required_argument, NULL, 'n' },      { "cached", required_argument, NULL, 'k' },
 		{ "tenants", required_argument, NULL, 't' }, { "prompts", required_argument, NULL, 'P' },
+		{ "calibrated", no_argument, NULL, 'C' },    { "ctl", required_argument, NULL, 'S' },
 		{ 0 }
 	};
 	int opt, load_flags = 0;
@@ -53,6 +55,8 @@ static int parse_args(int argc, char **argv, struct plan_args *a)
 		case 'p': a->policy = optarg; break;
 		case 't': a->tenants = optarg; break;
 		case 'j': a->json = true; break;
+		case 'C': a->calibrated = true; break;
+		case 'S': a->ctl = optarg; break;
 		case 'r': if (parse_number("--rps", optarg, &a->rps)) return -1; load_flags |= 1; break;
 		case 'i': if (parse_number("--in", optarg, &a->in)) return -1; load_flags |= 2; break;
 		case 'o': if (parse_number("--out", optarg, &a->out)) return -1; load_flags |= 4; break;
@@ -165,7 +169,7 @@ static struct load_output load_output(const struct fg_cost_model *cm, const stru
 	return lo;
 }
 
-static void print_json(const struct fg_cost_model *cm, const struct plan_args *a)
+static void print_json(const struct fg_cost_model *cm, const struct plan_args *a, json_t *cal)
 {
 	json_t *o = json_object();
 	double rows[TABLE_MAX];
@@ -216,6 +220,8 @@ static void print_json(const struct fg_cost_model *cm, const struct plan_args *a
 		json_object_set_new(o, "context_output_weight",
 				    json_real(fg_output_token_s(cm, a->context) / cm->prompt_token_s));
 	}
+	if (cal)
+		json_object_set(o, "calibration", cal);
 	json_dumpf(o, stdout, JSON_INDENT(2) | JSON_REAL_PRECISION(10));
 	fputc('\n', stdout);
 	json_decref(o);
@@ -339,10 +345,21 @@ int fg_cmd_plan(int argc, char **argv)
 		return 2;
 	}
 	fg_cost_model_init_policy(&cm, p);
+	/* --calibrated: the running agent's measurement beside the policy's */
+	json_t *cal = a.calibrated ? fg_fetch_calibration(a.ctl) : NULL;
+	if (a.calibrated && !cal) {
+		free(p);
+		return 1;
+	}
 	if (a.json)
-		print_json(&cm, &a);
+		print_json(&cm, &a, cal);
 	else
 		print_human(p, &cm, &a);
+	if (cal && !a.json) {
+		putchar('\n');
+		fg_show_calibration(cal);
+	}
+	json_decref(cal);
 	free(p);
 	return 0;
 }

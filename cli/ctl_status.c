@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "cli/ctl_commands.h"
+#include "cli/ctl_calibration.h"
 #include "cli/ctl_show.h"
 
 static void print_scheduling(const json_t *sc)
@@ -123,6 +124,7 @@ static void print_human(const json_t *r)
 	printf("decisions: %.0f, mean %.1f us\n", fg_show_num(json_object_get(r, "decisions"), "count"),
 	       fg_show_num(json_object_get(r, "decisions"), "mean_us"));
 	print_scheduling(json_object_get(r, "scheduling"));
+	fg_show_calibration(json_object_get(r, "calibration"));
 	printf("\n%-16s %-12s %-7s %11s %11s %9s %6s %6s %15s %9s %9s %9s %10s %9s %s\n", "TENANT", "TIER",
 	       "CACHE", "BUCKET", "OF", "RESERVED", "QUEUED", "INFL", "KV RESERVED/CAP", "ADMITTED",
 	       "REJECTED", "TIMEOUTS", "PEAK U/S", "U/OUT TOK", "DENY");

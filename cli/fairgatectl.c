@@ -14,7 +14,7 @@ struct command {
 
 static const struct command commands[] = {
 	{ "plan", NULL, fg_cmd_plan,
-	  "plan --policy FILE [--tenants FILE] [--json] [--in I --out O [--n N] [--prompts K] [--cached C]] [--rps R] [--context N]" },
+	  "plan --policy FILE [--tenants FILE] [--json] [--in I --out O [--n N] [--prompts K] [--cached C]] [--rps R] [--context N] [--calibrated [--ctl PATH]]" },
 	{ "policy", "check", fg_cmd_policy_check, "policy check FILE [--tenants FILE] [--json]" },
 	{ "policy", "apply", fg_cmd_policy_apply, "policy apply FILE [--tenants FILE] [--json]" },
 	{ "tenant", "list", fg_cmd_tenant_list, "tenant list [--json]" },

@@ -14,19 +14,74 @@ void fg_cost_model_init(struct fg_cost_model *cm, const struct fg_replica *r)
 	cm->weights_bytes_per_gpu = m->params * m->weight_bytes / gpus;
 	cm->kv_bytes_per_token = 2.0 * m->layers * m->kv_heads * m->head_dim * m->kv_bytes;
 	cm->hbm_effective_per_gpu = r->hbm_bytes_per_s * r->decode_mbu;
-	cm->decode_step_s = fg_decode_step_s(cm, (double)r->decode_batch * r->decode_context);
-	cm->output_token_s = r->decode_batch ? cm->decode_step_s / r->decode_batch : 0;
-	cm->output_weight = cm->output_token_s / cm->prompt_token_s;
-	/* The batch shares one read of the weights per step; each sequence
-	 * reads its own KV. t(decode_context) is output_token_s exactly. */
-	cm->output_weights_share_s = r->decode_batch
-		? fg_decode_step_s(cm, 0) / r->decode_batch : 0;
-	cm->output_s_per_context = cm->kv_bytes_per_token / gpus / cm->hbm_effective_per_gpu;
+	cm->step_overhead_s = 0;
+	cm->seq_overhead_s = 0;
+	cm->ceiling = r->ceiling;
 	cm->output_pricing = FG_OUTPUT_CONTEXT;
-	cm->replica_units_per_s = r->ceiling / cm->prompt_token_s;
 	cm->kv_pool_tokens = (double)r->kv_pool_tokens;
 	cm->cached_prompt_weight = r->cached_prompt_weight;
 	cm->dedicated_usd_per_month = gpus * r->usd_per_hour * FG_HOURS_PER_MONTH;
+	fg_cost_model_derive(cm);
+}
+
+void fg_cost_model_derive(struct fg_cost_model *cm)
+{
+	double gpus = cm->gpus ? cm->gpus : 1;
+	double batch = cm->ref_batch;
+
+	cm->decode_step_s = fg_decode_step_batch_s(cm, batch, batch * cm->ref_context);
+	cm->output_token_s = batch ? cm->decode_step_s / batch : 0;
+	cm->output_weight = cm->output_token_s / cm->prompt_token_s;
+	/* The batch shares one read of the weights (and the step's overhead)
+	 * per step; each sequence reads its own KV and pays its own overhead.
+	 * t(decode_context) is output_token_s exactly. */
+	cm->output_weights_share_s = batch ? fg_decode_step_batch_s(cm, batch, 0) / batch : 0;
+	cm->output_s_per_context = cm->kv_bytes_per_token / gpus / cm->hbm_effective_per_gpu;
+	cm->replica_units_per_s = cm->ceiling / cm->prompt_token_s;
+}
+
+void fg_cost_model_calibrated(struct fg_cost_model *out, const struct fg_cost_model *assumed,
+			      double prompt_token_s, double step_fixed_s, double step_per_seq_s,
+			      double step_per_context_s)
+{
+	double gpus = assumed->gpus ? assumed->gpus : 1;
+
+	*out = *assumed;
+	out->prompt_token_s = prompt_token_s;
+	out->hbm_effective_per_gpu = assumed->kv_bytes_per_token / gpus / step_per_context_s;
+	out->step_overhead_s = step_fixed_s - out->weights_bytes_per_gpu / out->hbm_effective_per_gpu;
+	out->seq_overhead_s = step_per_seq_s;
+	fg_cost_model_derive(out);
+}
+
+void fg_cost_model_priced(struct fg_cost_model *out, const struct fg_cost_model *assumed,
+			  double prompt_token_s, double output_weights_share_s,
+			  double output_s_per_context, double seq_overhead_s)
+{
+	double gpus = assumed->gpus ? assumed->gpus : 1;
+	double batch = assumed->ref_batch ? assumed->ref_batch : 1;
+
+	*out = *assumed;
+	out->prompt_token_s = prompt_token_s;
+	out->hbm_effective_per_gpu = assumed->kv_bytes_per_token / gpus / output_s_per_context;
+	out->seq_overhead_s = seq_overhead_s;
+	/* t(0) * batch = step_overhead + seq_overhead * batch + weights read */
+	out->step_overhead_s = batch * (output_weights_share_s - seq_overhead_s) -
+			       out->weights_bytes_per_gpu / out->hbm_effective_per_gpu;
+	fg_cost_model_derive(out);
+}
+
+double fg_cost_model_prefill_mfu_ratio(const struct fg_cost_model *cm,
+				       const struct fg_cost_model *assumed)
+{
+	return cm->prompt_token_s > 0 ? assumed->prompt_token_s / cm->prompt_token_s : 0;
+}
+
+double fg_cost_model_decode_mbu_ratio(const struct fg_cost_model *cm,
+				      const struct fg_cost_model *assumed)
+{
+	return assumed->hbm_effective_per_gpu > 0
+		? cm->hbm_effective_per_gpu / assumed->hbm_effective_per_gpu : 0;
 }
 
 void fg_cost_model_init_policy(struct fg_cost_model *cm, const struct fg_policy *p)
@@ -35,12 +90,21 @@ void fg_cost_model_init_policy(struct fg_cost_model *cm, const struct fg_policy 
 	cm->output_pricing = p->agent.output_pricing;
 }
 
-double fg_decode_step_s(const struct fg_cost_model *cm, double total_context_tokens)
+double fg_decode_step_batch_s(const struct fg_cost_model *cm, double batch,
+			      double total_context_tokens)
 {
 	double gpus = cm->gpus ? cm->gpus : 1;
 	double kv_per_gpu = total_context_tokens * cm->kv_bytes_per_token / gpus;
 
-	return (cm->weights_bytes_per_gpu + kv_per_gpu) / cm->hbm_effective_per_gpu;
+	return cm->step_overhead_s + cm->seq_overhead_s * batch +
+	       (cm->weights_bytes_per_gpu + kv_per_gpu) / cm->hbm_effective_per_gpu;
+}
+
+double fg_decode_step_s(const struct fg_cost_model *cm, double total_context_tokens)
+{
+	double batch = cm->ref_context ? total_context_tokens / cm->ref_context : 0;
+
+	return fg_decode_step_batch_s(cm, batch, total_context_tokens);
 }
 
 double fg_prefill_s(const struct fg_cost_model *cm, double tokens)

@@ -18,6 +18,17 @@
  * replica time is the prompt's); the k-th output token (k >= 2) is decoded
  * from a context of prompt + k - 1 tokens. `flat` prices every output token
  * at t(reference context) (output_weight), the seed's 3.09 units.
+ *
+ * A decode step of `batch` sequences holding `context` tokens between them
+ * takes
+ *
+ *   step(batch, context) = step_overhead + seq_overhead * batch
+ *                        + (weights + context * kv_bytes_per_token) / (gpus * hbm * mbu)
+ *
+ * From a policy both overheads are 0 (the seed's model); a calibrated model
+ * (policy/calibration.c, through fg_cost_model_calibrated) carries what the
+ * engine was measured to take, so every price and step time below follows
+ * the measurement with these formulas and no other.
  */
 #ifndef FAIRGATE_COST_MODEL_H
 #define FAIRGATE_COST_MODEL_H
@@ -41,6 +52,9 @@ struct fg_cost_model {
 	double cached_prompt_weight;
 	double dedicated_usd_per_month; /* gpus*usd_per_hour*720 */
 	double hbm_effective_per_gpu; /* hbm_bytes_per_s*decode_mbu */
+	double step_overhead_s;       /* a decode step's time beyond its reads (0 from a policy) */
+	double seq_overhead_s;        /* each sequence's in a step (0 from a policy) */
+	double ceiling;               /* replica.ceiling: the share of the replica sold */
 	uint32_t gpus;
 	uint32_t ref_batch;
 	uint32_t ref_context;
@@ -52,8 +66,42 @@ void fg_cost_model_init(struct fg_cost_model *cm, const struct fg_replica *r);
 /* From a whole policy: the replica block and agent.output_pricing. */
 void fg_cost_model_init_policy(struct fg_cost_model *cm, const struct fg_policy *p);
 
+/* The derived fields (decode_step_s, output_token_s, output_weight,
+ * output_weights_share_s, output_s_per_context, replica_units_per_s) again
+ * from the base ones, after any of those changed. */
+void fg_cost_model_derive(struct fg_cost_model *cm);
+
+/* `assumed` with the measured prompt-token time and decode step
+ * step(batch, context) = fixed + per_seq * batch + per_context * context:
+ * the effective HBM rate is the one that reads a token of KV in
+ * per_context, and step_overhead what `fixed` leaves after reading the
+ * weights at that rate (negative when the weights read faster than the KV). */
+void fg_cost_model_calibrated(struct fg_cost_model *out, const struct fg_cost_model *assumed,
+			      double prompt_token_s, double step_fixed_s, double step_per_seq_s,
+			      double step_per_context_s);
+
+/* `assumed` with output prices set directly: the prompt-token time, t(0)
+ * (output_weights_share_s) and dt/dc (output_s_per_context) at the
+ * reference batch, and the per-sequence step overhead; the step overhead is
+ * what makes t(0) at the reference batch. */
+void fg_cost_model_priced(struct fg_cost_model *out, const struct fg_cost_model *assumed,
+			  double prompt_token_s, double output_weights_share_s,
+			  double output_s_per_context, double seq_overhead_s);
+
+/* The measured efficiencies a model implies (1 = the policy's): the
+ * prefill MFU and decode MBU over the policy's. */
+double fg_cost_model_prefill_mfu_ratio(const struct fg_cost_model *cm,
+				       const struct fg_cost_model *assumed);
+double fg_cost_model_decode_mbu_ratio(const struct fg_cost_model *cm,
+				      const struct fg_cost_model *assumed);
+
 /* Decode step time for `batch` running sequences holding `total_context`
- * tokens of KV between them: (weights + KV read) / gpus / (hbm*mbu). */
+ * tokens of KV between them (the formula above). */
+double fg_decode_step_batch_s(const struct fg_cost_model *cm, double batch,
+			      double total_context_tokens);
+/* The same when only the context is known: the batch it makes at the
+ * reference context per sequence (total_context / ref_context). Exact for
+ * any batch when seq_overhead_s is 0, as from a policy. */
 double fg_decode_step_s(const struct fg_cost_model *cm, double total_context_tokens);
 
 /* Prefill time for n uncached prompt tokens. */

@@ -141,6 +141,10 @@ enum fg_metering { FG_METER_REPLICA_TIME = 0, FG_METER_RAW_TOKENS = 1, FG_METER_
 enum fg_sched_policy { FG_ENGINE_FCFS = 0, FG_ENGINE_PRIORITY = 1 };
 /* How replica_time metering prices output tokens (cost_model.h). */
 enum fg_output_pricing { FG_OUTPUT_CONTEXT = 0, FG_OUTPUT_FLAT = 1 };
+/* agent.calibration: measure the engine (policy/calibration.c) and report
+ * (advise, the default: no price moves unasked), let prices follow
+ * (on: policy/calib_follow.c), or neither (off). */
+enum fg_calib_mode { FG_CALIB_ADVISE = 0, FG_CALIB_OFF = 1, FG_CALIB_ON = 2 };
 
 /* HTTP methods a passthrough entry allows, one bit each. */
 enum fg_method_bit {
@@ -180,6 +184,7 @@ struct fg_agent {
 	double engine_queue_steps;
 	enum fg_metering metering;
 	enum fg_output_pricing output_pricing; /* context: by the KV each token decodes against */
+	enum fg_calib_mode calibration;     /* advise: measured prices reported, not charged */
 	enum fg_sched_policy engine_scheduling; /* what the engine runs */
 	uint64_t max_body_bytes;
 	double kv_headroom;                 /* fraction of the pool the node may reserve */

@@ -51,6 +51,7 @@ void fg_policy_defaults(struct fg_policy *p)
 	a->engine_queue_steps = 2;
 	a->metering = FG_METER_REPLICA_TIME;
 	a->output_pricing = FG_OUTPUT_CONTEXT;
+	a->calibration = FG_CALIB_ADVISE;
 	a->engine_scheduling = FG_ENGINE_FCFS;
 	a->max_body_bytes = 8u << 20;
 	a->kv_headroom = 0.95;

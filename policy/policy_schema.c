@@ -374,6 +374,9 @@ static const struct fg_enum_name meterings[] = {
 static const struct fg_enum_name output_pricings[] = {
 	{ "context", FG_OUTPUT_CONTEXT }, { "flat", FG_OUTPUT_FLAT }, { NULL, 0 },
 };
+static const struct fg_enum_name calib_modes[] = {
+	{ "advise", FG_CALIB_ADVISE }, { "off", FG_CALIB_OFF }, { "on", FG_CALIB_ON }, { NULL, 0 },
+};
 static const struct fg_enum_name booleans[] = {
 	{ "true", 1 }, { "false", 0 }, { NULL, 0 },
 };
@@ -626,6 +629,7 @@ static const struct fg_field agent_fields[] = {
 	DBL("engine_queue_steps", struct fg_agent, engine_queue_steps, 0, 1000, GT),
 	ENUM("metering", struct fg_agent, metering, meterings),
 	ENUM("output_pricing", struct fg_agent, output_pricing, output_pricings),
+	ENUM("calibration", struct fg_agent, calibration, calib_modes),
 	ENUM("engine_scheduling", struct fg_agent, engine_scheduling, schedulings),
 	UINT("max_body_bytes", struct fg_agent, max_body_bytes, 1024, 1 << 30, 0),
 	DBL("kv_headroom", struct fg_agent, kv_headroom, 0, 1, GT),

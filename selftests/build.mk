@@ -5,3 +5,4 @@ TEST_LIB_SRCS += selftests/bpf/gate_fixture.c
 TOOLS += selftests/tools/fg-tcpprobe.c
 TEST_SCRIPTS += $(sort $(wildcard selftests/e2e/*.sh))
 TOOLS += selftests/tools/fg-fake-engine.c
+TOOLS += selftests/tools/fg-true-prices.c

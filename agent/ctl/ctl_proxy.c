@@ -160,6 +160,67 @@ static json_t *scheduling_json(struct fg_proxy *px)
 			 "engine", engine);
 }
 
+/* A model's prices, as `fairgatectl plan --calibrated` and status print them. */
+static json_t *model_json(const struct fg_cost_model *cm, const struct fg_cost_model *assumed,
+			  const struct fg_replica *r)
+{
+	return json_pack("{s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f}",
+			 "prompt_token_us", cm->prompt_token_s * 1e6,
+			 "decode_step_ms", cm->decode_step_s * 1e3,
+			 "output_weight", cm->output_weight,
+			 "output_units_at_0", cm->output_weights_share_s / cm->prompt_token_s,
+			 "output_units_per_1k_context", cm->output_s_per_context * 1e3 / cm->prompt_token_s,
+			 "replica_units_per_s", cm->replica_units_per_s,
+			 "step_overhead_ms", cm->step_overhead_s * 1e3,
+			 "seq_overhead_us", cm->seq_overhead_s * 1e6,
+			 "prefill_mfu", r->prefill_mfu * fg_cost_model_prefill_mfu_ratio(cm, assumed),
+			 "decode_mbu", r->decode_mbu * fg_cost_model_decode_mbu_ratio(cm, assumed),
+			 "step_ms_at_batch_1", fg_decode_step_batch_s(cm, 1, cm->ref_context) * 1e3);
+}
+
+/* agent.calibration: what the engine was measured to take, next to what
+ * the policy assumes and what the gateway charges. */
+static json_t *calibration_json(const struct fg_proxy *px)
+{
+	const struct fg_pcal *pc = px->calib;
+	const struct fg_calib *c = &pc->fit;
+	const struct fg_calib_fit *f = &c->fit;
+	const struct fg_replica *r = &px->gw->policy->replica;
+	static const char *const modes[] = { "advise", "off", "on" };
+
+	json_t *o = json_pack("{s:s, s:b, s:b, s:{s:I, s:I, s:I, s:i, s:i, s:i, s:i},"
+			      " s:I, s:o, s:o}",
+			      "mode", modes[pc->mode], "valid", f->valid, "bounded", f->bounded,
+			      "observations", "steps_seen", (json_int_t)pc->steps_seen,
+			      "steps_observed", (json_int_t)pc->steps_observed, "rejected",
+			      (json_int_t)c->rejected, "in_window", (int)c->len, "used",
+			      (int)f->n_steps, "prefill_steps_used", (int)f->n_prefill_steps,
+			      "trimmed", (int)f->trimmed,
+			      "sharp_changes", (json_int_t)pc->sharp_changes,
+			      "assumed", model_json(&c->assumed, &c->assumed, r),
+			      "charged", model_json(&px->gw->cm, &c->assumed, r));
+	if (o && pc->engine_itl_s > 0)
+		json_object_set_new(o, "inter_token_ms",
+				    json_pack("{s:f, s:f}", "engine", pc->engine_itl_s * 1e3, "proxy",
+					      pc->proxy_itl_s * 1e3));
+	if (o && f->valid) {
+		json_object_set_new(o, "measured", model_json(&f->cm, &c->assumed, r));
+		json_object_set_new(o, "fit", json_pack("{s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:b, s:b}",
+			"prompt_token_us", f->prompt_token_s * 1e6,
+			"prompt_token_se_us", f->prompt_token_se_s * 1e6,
+			"step_fixed_ms", f->step_fixed_s * 1e3,
+			"step_fixed_se_ms", f->step_fixed_se_s * 1e3,
+			"step_per_seq_us", f->step_per_seq_s * 1e6,
+			"step_per_seq_se_us", f->step_per_seq_se_s * 1e6,
+			"step_per_context_ns", f->step_per_context_s * 1e9,
+			"step_per_context_se_ns", f->step_per_context_se_s * 1e9,
+			"rms_ms", f->rms_s * 1e3,
+			"prompt_identified", f->prompt_identified,
+			"context_identified", f->context_identified));
+	}
+	return o;
+}
+
 /* Where the proxy really listens: transparent mode without agent.listen
  * picks an ephemeral port, which the policy cannot say. */
 static const char *listen_desc(const struct fg_proxy *px, const struct fg_agent *a, char *buf,
@@ -214,6 +275,7 @@ static json_t *cmd_status(struct fg_agent_state *st, json_t *req, char *err, siz
 			 "chars_per_token", cal, "tenants", tenants_array(st, NULL));
 	if (r) {
 		json_object_set_new(r, "scheduling", scheduling_json(px));
+		json_object_set_new(r, "calibration", calibration_json(px));
 		json_object_set_new(r, "gate", fg_ctl_gate_json(st));
 		json_object_set_new(r, "policy_watch", fg_ctl_watch_json(st));
 		if (st->kernel_off[0])

@@ -41,6 +41,7 @@ static bool name_is(const char *p, size_t n, const char *name)
 void fg_engine_metrics_parse(const char *text, size_t len, struct fg_engine_metrics *out)
 {
 	const char *p = text, *end = text + len;
+	unsigned itl = 0;
 
 	memset(out, 0, sizeof(*out));
 	while (p < end) {
@@ -88,12 +89,22 @@ void fg_engine_metrics_parse(const char *text, size_t len, struct fg_engine_metr
 						if (v > out->kv_usage)
 							out->kv_usage = v;
 						out->found |= 8;
+					} else if (name_is(name, name_len,
+							   "vllm:inter_token_latency_seconds_sum")) {
+						out->itl_sum += v;
+						itl |= 1;
+					} else if (name_is(name, name_len,
+							   "vllm:inter_token_latency_seconds_count")) {
+						out->itl_count += v;
+						itl |= 2;
 					}
 				}
 			}
 		}
 		p = eol + 1;
 	}
+	if (itl == 3)
+		out->found |= 16;
 }
 
 static void tick(struct fg_loop *loop, void *ctx);

@@ -156,15 +156,209 @@ static double v_exact(struct fg_gateway *gw, struct fg_tenant_rt *t, uint64_t no
 static double v_cut(struct fg_gateway *gw, struct fg_tenant_rt *t, uint64_t now)
 { (void)now; return (double)gwt(gw, t)->cut_off; }
 
-static void per_tenant(struct fg_buf *o, struct fg_proxy *px, const char *name, const char *type,
-		       const char *text, tenant_value fn, uint64_t now)
+struct tenant_metric {
+	const char *name, *type;
+	tenant_value fn;
+	const char *help;
+};
+
+static const struct tenant_metric tenant_metrics[] = {
+	{ "fairgate_tenant_units_total", "counter", v_billed,
+	  "Units billed to the tenant at settlement (1 unit = one uncached prompt token of replica time)." },
+	{ "fairgate_tenant_output_tokens_total", "counter", v_out_tokens,
+	  "Completion tokens billed at settlement (at most what was reserved)." },
+	{ "fairgate_tenant_output_units_total", "counter", v_out_units,
+	  "Units billed for those tokens: each at the replica time of the decode step that made it, which grows with the context (agent.output_pricing: context), or at the flat weight." },
+	{ "fairgate_tenant_refunded_units_total", "counter", v_refunded,
+	  "Units reserved at admission and given back at settlement." },
+	{ "fairgate_tenant_bucket_units", "gauge", v_level,
+	  "Token bucket level in units (negative = debt)." },
+	{ "fairgate_tenant_bucket_depth_units", "gauge", v_depth,
+	  "Token bucket depth (burst_s x units_per_s)." },
+	{ "fairgate_tenant_rate_units_per_second", "gauge", v_rate,
+	  "Contracted refill rate." },
+	{ "fairgate_tenant_reserved_units", "gauge", v_reserved,
+	  "Units reserved by admitted requests not yet settled." },
+	{ "fairgate_tenant_inflight_requests", "gauge", v_inflight,
+	  "Admitted requests inside the engine." },
+	{ "fairgate_tenant_queued_requests", "gauge", v_queued,
+	  "Admitted requests waiting in the gateway queue." },
+	{ "fairgate_tenant_deny_window_open", "gauge", v_deny,
+	  "1 while the kernel holds this tenant's new connections (quota deny window)." },
+	{ "fairgate_tenant_typical_request_units", "gauge", v_typical,
+	  "Moving average of the tenant's request price." },
+	{ "fairgate_tenant_kv_reserved_tokens", "gauge", v_kv,
+	  "KV tokens reserved by the tenant's requests in the engine (n x (prompt + max output))." },
+	{ "fairgate_tenant_kv_cap_tokens", "gauge", v_kv_cap,
+	  "The tenant's cap on reserved KV tokens per replica (tier kv_cap_tokens; 0 = none)." },
+	{ "fairgate_tenant_virtual_service_units", "gauge", v_vtc,
+	  "The fair queue's virtual service counter: service received / tier weight." },
+	{ "fairgate_tenant_served_units_total", "counter", v_served,
+	  "Units charged to the fair queue (prompt at dispatch, output as it streams)." },
+	{ "fairgate_tenant_peak_units_per_second", "gauge", v_peak,
+	  "Highest units/s billed in one peak window (agent.peak_window_s)." },
+	{ "fairgate_tenant_long_context_requests_total", "counter", v_long,
+	  "Requests sent to the long-context pool." },
+	{ "fairgate_tenant_usage_clamped_total", "counter", v_clamped,
+	  "Settlements where the engine reported more prompt tokens than the request's bytes can make (billed at that bound: an engine miscount is not the tenant's debt)." },
+	{ "fairgate_tenant_exact_counts_total", "counter", v_exact,
+	  "Admissions decided on the engine's own prompt count (/tokenize)." },
+	{ "fairgate_tenant_cut_off_total", "counter", v_cut,
+	  "Streams ended at their first chunk: the engine's prompt count broke max_context or the KV cap." },
+};
+
+static void per_tenant(struct fg_buf *o, struct fg_proxy *px, const struct tenant_metric *m,
+		       uint64_t now)
 {
-	help(o, name, type, text);
+	help(o, m->name, m->type, m->help);
 	for (uint32_t i = 0; i < px->tenants.n; i++) {
 		struct fg_tenant_rt *t = px->tenants.by_id[i];
-		fg_buf_printf(o, "%s{tenant=\"", name);
+		fg_buf_printf(o, "%s{tenant=\"", m->name);
 		label(o, t->name);
-		fg_buf_printf(o, "\"} %.17g\n", fn(px->gw, t, now));
+		fg_buf_printf(o, "\"} %.17g\n", m->fn(px->gw, t, now));
+	}
+}
+
+static double n_unauthenticated_total(const struct fg_proxy *px)
+{ return (double)(px->metrics.unauthenticated); }
+static double n_metrics_unauthorized_total(const struct fg_proxy *px)
+{ return (double)(px->metrics.metrics_unauthorized); }
+static double n_metrics_connections_evicted_total(const struct fg_proxy *px)
+{ return (double)(px->metrics.scrapers_evicted); }
+static double n_client_connections_limit(const struct fg_proxy *px)
+{ return (double)(px->max_connections); }
+static double n_buffered_bytes(const struct fg_proxy *px)
+{ return (double)(px->buffered); }
+static double n_buffered_bytes_limit(const struct fg_proxy *px)
+{ return (double)(px->max_buffered); }
+static double n_over_budget_total(const struct fg_proxy *px)
+{ return (double)(px->metrics.over_budget); }
+static double n_malformed_requests_total(const struct fg_proxy *px)
+{ return (double)(px->metrics.malformed); }
+static double n_client_connections_total(const struct fg_proxy *px)
+{ return (double)(px->metrics.connections_total); }
+static double n_client_connections(const struct fg_proxy *px)
+{ return (double)(px->n_clients); }
+static double n_engine_connects_total(const struct fg_proxy *px)
+{ return (double)(px->metrics.engine_connects); }
+static double n_engine_failures_total(const struct fg_proxy *px)
+{ return (double)(px->metrics.engine_failures); }
+static double n_engine_retries_total(const struct fg_proxy *px)
+{ return (double)(px->metrics.engine_retries); }
+static double n_kernel_enforcement(const struct fg_proxy *px)
+{ return (double)(px->st->kernel != NULL); }
+
+struct node_metric {
+	const char *name, *type;
+	double (*get)(const struct fg_proxy *px);
+	const char *help;
+};
+
+/* The node's plain numbers, one line each. */
+static const struct node_metric node_metrics[] = {
+	{ "fairgate_unauthenticated_total", "counter", n_unauthenticated_total,
+	  "Requests refused with 401." },
+	{ "fairgate_metrics_unauthorized_total", "counter", n_metrics_unauthorized_total,
+	  "Scrapes refused with 401: agent.metrics_token_file's token missing or wrong." },
+	{ "fairgate_metrics_connections_evicted_total", "counter", n_metrics_connections_evicted_total,
+	  "Metrics connections that had not sent a request, closed to make room for a new one." },
+	{ "fairgate_client_connections_limit", "gauge", n_client_connections_limit,
+	  "agent.limits.max_connections, or the default derived from the fd limit." },
+	{ "fairgate_buffered_bytes", "gauge", n_buffered_bytes,
+	  "Request body bytes the agent holds now, all clients together." },
+	{ "fairgate_buffered_bytes_limit", "gauge", n_buffered_bytes_limit,
+	  "agent.limits.max_buffered_bytes, or the default derived from the memory limit." },
+	{ "fairgate_over_budget_total", "counter", n_over_budget_total,
+	  "Requests refused with 503 because their body would pass the buffered-bytes budget." },
+	{ "fairgate_malformed_requests_total", "counter", n_malformed_requests_total,
+	  "Requests refused before a tenant was known (bad HTTP, oversize, timeouts)." },
+	{ "fairgate_client_connections_total", "counter", n_client_connections_total,
+	  "Client connections accepted." },
+	{ "fairgate_client_connections", "gauge", n_client_connections,
+	  "Client connections open." },
+	{ "fairgate_engine_connects_total", "counter", n_engine_connects_total,
+	  "Connections opened to the engine." },
+	{ "fairgate_engine_failures_total", "counter", n_engine_failures_total,
+	  "Exchanges the engine failed (refused connection, reset, timeout, bad response)." },
+	{ "fairgate_engine_retries_total", "counter", n_engine_retries_total,
+	  "Requests retried once on a fresh connection after a dead pooled one." },
+	{ "fairgate_kernel_enforcement", "gauge", n_kernel_enforcement,
+	  "1 when the BPF datapath is active." },
+};
+
+/* agent.calibration: the same prices under the policy's model (assumed),
+ * the fit of the engine's steps (measured, once valid) and what the
+ * gateway charges (charged: the assumed, or under `on` the followed). */
+struct model_metric {
+	const char *name;
+	double (*get)(const struct fg_cost_model *cm);
+	const char *help;
+};
+static double m_weight(const struct fg_cost_model *cm) { return cm->output_weight; }
+static double m_prompt(const struct fg_cost_model *cm) { return cm->prompt_token_s; }
+static double m_step(const struct fg_cost_model *cm) { return cm->decode_step_s; }
+static double m_budget(const struct fg_cost_model *cm) { return cm->replica_units_per_s; }
+static double m_ctx(const struct fg_cost_model *cm)
+{
+	return cm->output_s_per_context / cm->prompt_token_s;
+}
+static const struct model_metric model_metrics[] = {
+	{ "fairgate_calibration_output_weight", m_weight,
+	  "Units of an output token at the reference batch and context, by model." },
+	{ "fairgate_calibration_output_units_per_context_token", m_ctx,
+	  "Units an output token costs more per token of context it decodes against." },
+	{ "fairgate_calibration_prompt_token_seconds", m_prompt,
+	  "Replica time of one uncached prompt token (one unit), by model." },
+	{ "fairgate_calibration_decode_step_seconds", m_step,
+	  "A decode step of the reference batch at the reference context, by model." },
+	{ "fairgate_calibration_replica_units_per_second", m_budget,
+	  "The replica budget: ceiling / prompt-token time, by model." },
+};
+
+static void calibration_metrics(struct fg_buf *o, const struct fg_proxy *px)
+{
+	const struct fg_pcal *pc = px->calib;
+	const struct fg_calib_fit *f = &pc->fit.fit;
+	static const char *const modes[] = { "advise", "off", "on" };
+	const struct { const char *label; const struct fg_cost_model *cm; } models[] = {
+		{ "assumed", &pc->fit.assumed },
+		{ "measured", f->valid ? &f->cm : NULL },
+		{ "charged", &px->gw->cm },
+	};
+
+	help(o, "fairgate_calibration_mode", "gauge", "agent.calibration (1 on the mode in force).");
+	for (int i = 0; i < 3; i++)
+		fg_buf_printf(o, "fairgate_calibration_mode{mode=\"%s\"} %d\n", modes[i],
+			      (int)pc->mode == i);
+	help(o, "fairgate_calibration_valid", "gauge",
+	     "1 while the fit of the engine's steps has enough observations in its window.");
+	fg_buf_printf(o, "fairgate_calibration_valid %d\n", f->valid);
+	help(o, "fairgate_calibration_steps_total", "counter",
+	     "Engine steps the proxy saw in its streams, by whether they were observed "
+	     "(unambiguous) or not.");
+	fg_buf_printf(o, "fairgate_calibration_steps_total{observed=\"true\"} %llu\n",
+		      (unsigned long long)pc->steps_observed);
+	fg_buf_printf(o, "fairgate_calibration_steps_total{observed=\"false\"} %llu\n",
+		      (unsigned long long)(pc->steps_seen - pc->steps_observed));
+	help(o, "fairgate_calibration_sharp_changes_total", "counter",
+	     "Times the measured output weight moved 20% from the last one reported (each logged once).");
+	fg_buf_printf(o, "fairgate_calibration_sharp_changes_total %llu\n",
+		      (unsigned long long)pc->sharp_changes);
+	help(o, "fairgate_calibration_inter_token_seconds", "gauge",
+	     "Mean time between a sequence's tokens between the last two engine scrapes: the "
+	     "engine's own (vllm:inter_token_latency_seconds) and the steps the proxy saw.");
+	if (pc->engine_itl_s > 0) {
+		fg_buf_printf(o, "fairgate_calibration_inter_token_seconds{source=\"engine\"} %.17g\n",
+			      pc->engine_itl_s);
+		fg_buf_printf(o, "fairgate_calibration_inter_token_seconds{source=\"proxy\"} %.17g\n",
+			      pc->proxy_itl_s);
+	}
+	for (size_t k = 0; k < sizeof(model_metrics) / sizeof(*model_metrics); k++) {
+		help(o, model_metrics[k].name, "gauge", model_metrics[k].help);
+		for (int i = 0; i < 3; i++)
+			if (models[i].cm)
+				fg_buf_printf(o, "%s{model=\"%s\"} %.17g\n", model_metrics[k].name,
+					      models[i].label, model_metrics[k].get(models[i].cm));
 	}
 }
 
@@ -181,58 +375,8 @@ char *fg_metrics_render(struct fg_proxy *px, size_t *len)
 	struct fg_metrics *m = &px->metrics;
 	uint64_t now = fg_now_ns();
 
-	per_tenant(&o, px, "fairgate_tenant_units_total", "counter",
-		   "Units billed to the tenant at settlement (1 unit = one uncached prompt token of replica time).",
-		   v_billed, now);
-	per_tenant(&o, px, "fairgate_tenant_output_tokens_total", "counter",
-		   "Completion tokens billed at settlement (at most what was reserved).", v_out_tokens, now);
-	per_tenant(&o, px, "fairgate_tenant_output_units_total", "counter",
-		   "Units billed for those tokens: each at the replica time of the decode step that made it, "
-		   "which grows with the context (agent.output_pricing: context), or at the flat weight.",
-		   v_out_units, now);
-	per_tenant(&o, px, "fairgate_tenant_refunded_units_total", "counter",
-		   "Units reserved at admission and given back at settlement.", v_refunded, now);
-	per_tenant(&o, px, "fairgate_tenant_bucket_units", "gauge",
-		   "Token bucket level in units (negative = debt).", v_level, now);
-	per_tenant(&o, px, "fairgate_tenant_bucket_depth_units", "gauge",
-		   "Token bucket depth (burst_s x units_per_s).", v_depth, now);
-	per_tenant(&o, px, "fairgate_tenant_rate_units_per_second", "gauge",
-		   "Contracted refill rate.", v_rate, now);
-	per_tenant(&o, px, "fairgate_tenant_reserved_units", "gauge",
-		   "Units reserved by admitted requests not yet settled.", v_reserved, now);
-	per_tenant(&o, px, "fairgate_tenant_inflight_requests", "gauge",
-		   "Admitted requests inside the engine.", v_inflight, now);
-	per_tenant(&o, px, "fairgate_tenant_queued_requests", "gauge",
-		   "Admitted requests waiting in the gateway queue.", v_queued, now);
-	per_tenant(&o, px, "fairgate_tenant_deny_window_open", "gauge",
-		   "1 while the kernel holds this tenant's new connections (quota deny window).",
-		   v_deny, now);
-	per_tenant(&o, px, "fairgate_tenant_typical_request_units", "gauge",
-		   "Moving average of the tenant's request price.", v_typical, now);
-	per_tenant(&o, px, "fairgate_tenant_kv_reserved_tokens", "gauge",
-		   "KV tokens reserved by the tenant's requests in the engine (n x (prompt + max output)).",
-		   v_kv, now);
-	per_tenant(&o, px, "fairgate_tenant_kv_cap_tokens", "gauge",
-		   "The tenant's cap on reserved KV tokens per replica (tier kv_cap_tokens; 0 = none).",
-		   v_kv_cap, now);
-	per_tenant(&o, px, "fairgate_tenant_virtual_service_units", "gauge",
-		   "The fair queue's virtual service counter: service received / tier weight.", v_vtc, now);
-	per_tenant(&o, px, "fairgate_tenant_served_units_total", "counter",
-		   "Units charged to the fair queue (prompt at dispatch, output as it streams).",
-		   v_served, now);
-	per_tenant(&o, px, "fairgate_tenant_peak_units_per_second", "gauge",
-		   "Highest units/s billed in one peak window (agent.peak_window_s).", v_peak, now);
-	per_tenant(&o, px, "fairgate_tenant_long_context_requests_total", "counter",
-		   "Requests sent to the long-context pool.", v_long, now);
-	per_tenant(&o, px, "fairgate_tenant_usage_clamped_total", "counter",
-		   "Settlements where the engine reported more prompt tokens than the request's bytes "
-		   "can make (billed at that bound: an engine miscount is not the tenant's debt).",
-		   v_clamped, now);
-	per_tenant(&o, px, "fairgate_tenant_exact_counts_total", "counter",
-		   "Admissions decided on the engine's own prompt count (/tokenize).", v_exact, now);
-	per_tenant(&o, px, "fairgate_tenant_cut_off_total", "counter",
-		   "Streams ended at their first chunk: the engine's prompt count broke max_context "
-		   "or the KV cap.", v_cut, now);
+	for (size_t i = 0; i < sizeof(tenant_metrics) / sizeof(*tenant_metrics); i++)
+		per_tenant(&o, px, &tenant_metrics[i], now);
 
 	help(&o, "fairgate_requests_total", "counter", "Requests by tenant and outcome.");
 	for (uint32_t i = 0; i < px->tenants.n; i++) {
@@ -249,54 +393,20 @@ char *fg_metrics_render(struct fg_proxy *px, size_t *len)
 		  "Admission decision latency: parse, price, bucket, rewrite.", decision_bounds_s,
 		  m->decision_hist, m->decision_count, m->decision_sum_s);
 
-	help(&o, "fairgate_unauthenticated_total", "counter", "Requests refused with 401.");
-	fg_buf_printf(&o, "fairgate_unauthenticated_total %llu\n", (unsigned long long)m->unauthenticated);
-	help(&o, "fairgate_metrics_unauthorized_total", "counter",
-	     "Scrapes refused with 401: agent.metrics_token_file's token missing or wrong.");
-	fg_buf_printf(&o, "fairgate_metrics_unauthorized_total %llu\n",
-		      (unsigned long long)m->metrics_unauthorized);
-	help(&o, "fairgate_metrics_connections_evicted_total", "counter",
-	     "Metrics connections that had not sent a request, closed to make room for a new one.");
-	fg_buf_printf(&o, "fairgate_metrics_connections_evicted_total %llu\n",
-		      (unsigned long long)m->scrapers_evicted);
-	help(&o, "fairgate_client_connections_limit", "gauge",
-	     "agent.limits.max_connections, or the default derived from the fd limit.");
-	fg_buf_printf(&o, "fairgate_client_connections_limit %u\n", px->max_connections);
+	for (size_t i = 0; i < sizeof(node_metrics) / sizeof(*node_metrics); i++) {
+		help(&o, node_metrics[i].name, node_metrics[i].type, node_metrics[i].help);
+		fg_buf_printf(&o, "%s %.17g\n", node_metrics[i].name, node_metrics[i].get(px));
+	}
 	help(&o, "fairgate_connections_refused_total", "counter",
 	     "Client connections answered 503 and closed at accept, by the cap they met.");
 	fg_buf_printf(&o, "fairgate_connections_refused_total{cap=\"total\"} %llu\n",
 		      (unsigned long long)px->conns.refused_total);
 	fg_buf_printf(&o, "fairgate_connections_refused_total{cap=\"per_source\"} %llu\n",
 		      (unsigned long long)px->conns.refused_per_source);
-	help(&o, "fairgate_buffered_bytes", "gauge",
-	     "Request body bytes the agent holds now, all clients together.");
-	fg_buf_printf(&o, "fairgate_buffered_bytes %llu\n", (unsigned long long)px->buffered);
-	help(&o, "fairgate_buffered_bytes_limit", "gauge",
-	     "agent.limits.max_buffered_bytes, or the default derived from the memory limit.");
-	fg_buf_printf(&o, "fairgate_buffered_bytes_limit %llu\n", (unsigned long long)px->max_buffered);
-	help(&o, "fairgate_over_budget_total", "counter",
-	     "Requests refused with 503 because their body would pass the buffered-bytes budget.");
-	fg_buf_printf(&o, "fairgate_over_budget_total %llu\n", (unsigned long long)m->over_budget);
-	help(&o, "fairgate_malformed_requests_total", "counter",
-	     "Requests refused before a tenant was known (bad HTTP, oversize, timeouts).");
-	fg_buf_printf(&o, "fairgate_malformed_requests_total %llu\n", (unsigned long long)m->malformed);
-	help(&o, "fairgate_client_connections_total", "counter", "Client connections accepted.");
-	fg_buf_printf(&o, "fairgate_client_connections_total %llu\n",
-		      (unsigned long long)m->connections_total);
-	help(&o, "fairgate_client_connections", "gauge", "Client connections open.");
-	fg_buf_printf(&o, "fairgate_client_connections %u\n", px->n_clients);
 	help(&o, "fairgate_engine_connections", "gauge", "Connections to the engine by state.");
 	fg_buf_printf(&o, "fairgate_engine_connections{state=\"busy\"} %u\n", px->n_busy);
 	fg_buf_printf(&o, "fairgate_engine_connections{state=\"idle\"} %u\n",
 		      px->engine.n_idle + px->long_pool.n_idle);
-	help(&o, "fairgate_engine_connects_total", "counter", "Connections opened to the engine.");
-	fg_buf_printf(&o, "fairgate_engine_connects_total %llu\n", (unsigned long long)m->engine_connects);
-	help(&o, "fairgate_engine_failures_total", "counter",
-	     "Exchanges the engine failed (refused connection, reset, timeout, bad response).");
-	fg_buf_printf(&o, "fairgate_engine_failures_total %llu\n", (unsigned long long)m->engine_failures);
-	help(&o, "fairgate_engine_retries_total", "counter",
-	     "Requests retried once on a fresh connection after a dead pooled one.");
-	fg_buf_printf(&o, "fairgate_engine_retries_total %llu\n", (unsigned long long)m->engine_retries);
 	const struct fg_gateway *gw = px->gw;
 	double prior = gw->policy->replica.model.chars_per_token;
 	help(&o, "fairgate_tenant_chars_per_token", "gauge",
@@ -388,8 +498,6 @@ char *fg_metrics_render(struct fg_proxy *px, size_t *len)
 			   "vllm:num_requests_running as last scraped.", px->engine_running);
 	}
 
-	help(&o, "fairgate_kernel_enforcement", "gauge", "1 when the BPF datapath is active.");
-	fg_buf_printf(&o, "fairgate_kernel_enforcement %d\n", px->st->kernel != NULL);
 
 	struct fg_src_index_stats ix;
 	if (fg_kernel_source_index(px->st, &ix)) {
@@ -406,6 +514,7 @@ char *fg_metrics_render(struct fg_proxy *px, size_t *len)
 			   "Policy CIDRs in the last rebuild.", ix.statics);
 	}
 
+	calibration_metrics(&o, px);
 	fg_fleet_metrics(px, &o);
 
 	if (fg_buf_append(&o, "", 1)) { /* NUL for callers that print it */

@@ -29,6 +29,7 @@
 #include "agent/http/engine_tokenize.h"
 #include "agent/http/http_request.h"
 #include "agent/http/http_sse.h"
+#include "agent/proxy/calib_observer.h"
 #include "agent/proxy/conn_limits.h"
 #include "agent/proxy/metrics.h"
 #include "agent/proxy/tenant_table.h"
@@ -114,6 +115,7 @@ struct fg_exchange {
 	enum fg_outcome cut_outcome;
 	char cut_code[32];
 	char cut_reason[200];
+	struct fg_pcal_req pcal;  /* what calibration follows of it at the engine */
 
 	/* last: an exchange's end zeroes everything above (offsetof hdrs) but
 	 * only resets these two ~1.6 KiB tables (an entry is set when used) */
@@ -229,6 +231,7 @@ struct fg_proxy {
 	double engine_preemptions_seen; /* the engine's counter when last read */
 	bool preemptions_baseline;
 	uint64_t engine_preemptions; /* preemptions seen since the agent started */
+	struct fg_pcal *calib;    /* agent.calibration (calib_observer.c) */
 };
 
 /* A listener on a policy address (agent.listen, agent.metrics_listen),

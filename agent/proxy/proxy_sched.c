@@ -168,7 +168,11 @@ void fg_sched_output(struct fg_client *c, double completion_tokens)
 
 	if (!x->reserved)
 		return;
-	fg_gw_output(c->px->gw, &x->gwr, completion_tokens, fg_now_ns());
+	uint64_t now = fg_now_ns();
+	double uncached = x->sse_state.prompt_reported
+		? x->sse_state.usage.prompt_tokens - x->sse_state.usage.cached_tokens : 0;
+	fg_pcal_output(c->px->calib, &x->pcal, completion_tokens, uncached, now);
+	fg_gw_output(c->px->gw, &x->gwr, completion_tokens, now);
 	if (first)
 		fg_sched_kick(c->px);
 }
@@ -179,6 +183,8 @@ void fg_sched_sent(struct fg_client *c)
 
 	if (x->reserved && !x->long_ctx && !x->gwr.streams && x->gwr.state == FG_GW_S_SENT)
 		scrape_pace(c->px, true);
+	if (x->reserved && !x->long_ctx && x->gwr.state == FG_GW_S_SENT)
+		fg_pcal_sent(c->px->calib, &x->pcal, &x->gwr, x->gwr.streams);
 }
 
 /* ---- the 1 s tick: overload, peaks, stale engine metrics ---------------------------- */
@@ -223,6 +229,7 @@ static void tick(struct fg_loop *loop, void *ctx)
 	int level = fg_overload_level(gw->policy, backlog, px->overload_level);
 	if (level != px->overload_level)
 		publish_overload(px, level, backlog);
+	fg_pcal_tick(px->calib, gw, now);
 	fg_sched_kick(px);
 	arm_expiry(px, now);
 	px->tick_timer = fg_loop_timer(loop, TICK_NS, tick, px);
@@ -250,6 +257,8 @@ static void on_engine_metrics(void *ctx, const struct fg_engine_metrics *m)
 			    (fg_ew_unconfirmed(&px->gw->ew) > 0 || px->gw->ew.engine_extra > 0));
 	if (m->found & 8)
 		px->engine_kv_usage = m->kv_usage;
+	if (m->found & 16)
+		fg_pcal_engine_itl(px->calib, m->itl_sum, m->itl_count);
 	if (m->found & 4) {
 		double was = px->engine_preemptions_seen;
 		if (px->preemptions_baseline && m->preemptions > was) {
@@ -297,6 +306,13 @@ int fg_sched_start(struct fg_proxy *px, char *err, size_t errlen)
 	}
 	fg_gw_init(px->gw, p, 0, now);
 	fg_peak_init(&px->gw->peaks, p->n_tenants, (uint64_t)(p->agent.peak_window_s * 1e9), now);
+	px->calib = fg_pcal_new(p, &px->gw->cm, now);
+	if (!px->calib) {
+		free(px->gw);
+		px->gw = NULL;
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
 	scrape_engine(px, &p->agent.engine);
 	px->tick_timer = fg_loop_timer(px->st->loop, TICK_NS, tick, px);
 	return 0;
@@ -305,9 +321,11 @@ int fg_sched_start(struct fg_proxy *px, char *err, size_t errlen)
 void fg_sched_apply_policy(struct fg_proxy *px, const struct fg_policy *old,
 			   const struct fg_policy *p)
 {
-	if (old->agent.engine.port != p->agent.engine.port ||
-	    strcmp(old->agent.engine.host, p->agent.engine.host))
+	bool new_engine = old->agent.engine.port != p->agent.engine.port ||
+			  strcmp(old->agent.engine.host, p->agent.engine.host);
+	if (new_engine)
 		scrape_engine(px, &p->agent.engine);
+	fg_pcal_apply_policy(px->calib, p, px->gw, new_engine, fg_now_ns());
 	arm_expiry(px, fg_now_ns());
 	fg_sched_kick(px);
 }
@@ -330,4 +348,6 @@ void fg_sched_stop(struct fg_proxy *px)
 	px->overload_level = -1;
 	free(px->gw);
 	px->gw = NULL;
+	fg_pcal_free(px->calib);
+	px->calib = NULL;
 }

@@ -74,6 +74,7 @@ void fg_exchange_settle(struct fg_client *c, enum fg_outcome o)
 	}
 	if (have_usage && u.prompt_tokens > 0)
 		fg_gw_learn(gw, r, x->info.model, u.prompt_tokens);
+	fg_pcal_end(px->calib, &x->pcal);
 
 	/* 2. the gateway (policy/gateway.c): the bucket charged for what ran,
 	 * the reservation, KV and engine-window slot released; a stream ended at its first chunk ran its prefill: billed for it */

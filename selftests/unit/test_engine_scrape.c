@@ -27,7 +27,12 @@ static const char exposition[] =
 	"vllm:kv_cache_usage_perc{engine=\"1\"} 0.5\n"
 	"vllm:num_requests_waiting_other 99\n"
 	"garbage line without value\n"
-	"vllm:num_requests_waiting{engine=\"2\"} NaN\n";
+	"vllm:num_requests_waiting{engine=\"2\"} NaN\n"
+	"vllm:inter_token_latency_seconds_bucket{engine=\"0\",le=\"0.01\"} 5\n"
+	"vllm:inter_token_latency_seconds_sum{engine=\"0\"} 1.5\n"
+	"vllm:inter_token_latency_seconds_count{engine=\"0\"} 100\n"
+	"vllm:inter_token_latency_seconds_sum{engine=\"1\"} 0.5\n"
+	"vllm:inter_token_latency_seconds_count{engine=\"1\"} 60\n";
 
 static void parses_and_sums(void **state)
 {
@@ -38,7 +43,8 @@ static void parses_and_sums(void **state)
 	assert_true(m.running == 17);
 	assert_true(m.preemptions == 12);
 	assert_true(m.kv_usage == 0.5);
-	assert_int_equal(m.found, 15);
+	assert_true(m.itl_sum == 2.0 && m.itl_count == 160);
+	assert_int_equal(m.found, 31);
 	/* truncated anywhere: never reads past the end */
 	for (size_t i = 0; i < strlen(exposition); i++)
 		fg_engine_metrics_parse(exposition, i, &m);

@@ -1,0 +1,316 @@
+/* calibration.c — see calibration.h. */
+#include "calibration.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define TERMS 4
+#define TRIM_MADS 5.0   /* a residual past 5 MADs (~3.4 sigma) is not this engine's step */
+
+struct lsq {
+	double a[TERMS][TERMS], b[TERMS], xx[TERMS];
+	uint32_t n;
+};
+
+static void lsq_add(struct lsq *q, const double *x, double y)
+{
+	for (uint32_t i = 0; i < TERMS; i++) {
+		for (uint32_t j = 0; j < TERMS; j++)
+			q->a[i][j] += x[i] * x[j];
+		q->b[i] += x[i] * y;
+		q->xx[i] += x[i] * x[i];
+	}
+	q->n++;
+}
+
+/* The normal equations with the ridge: (X'X + L) beta = X'y + L prior,
+ * L_jj one observation's worth of x_j^2 (its mean square, or `floor_sq`
+ * when the data never had it). */
+static void lsq_system(const struct lsq *q, const double *prior, const double *floor_sq,
+		       double m[TERMS][TERMS], double *rhs)
+{
+	for (uint32_t i = 0; i < TERMS; i++) {
+		double l = q->n ? q->xx[i] / q->n : 0;
+		if (!(l > floor_sq[i]))
+			l = floor_sq[i];
+		for (uint32_t j = 0; j < TERMS; j++)
+			m[i][j] = q->a[i][j] + (i == j ? l : 0);
+		rhs[i] = q->b[i] + l * prior[i];
+	}
+}
+
+/* m x = rhs by Gaussian elimination with partial pivoting; -1 if singular. */
+static int solve(const double m_in[TERMS][TERMS], const double *rhs, double *x)
+{
+	double m[TERMS][TERMS + 1];
+
+	for (uint32_t i = 0; i < TERMS; i++) {
+		for (uint32_t j = 0; j < TERMS; j++)
+			m[i][j] = m_in[i][j];
+		m[i][TERMS] = rhs[i];
+	}
+	for (uint32_t col = 0; col < TERMS; col++) {
+		uint32_t piv = col;
+		for (uint32_t r = col + 1; r < TERMS; r++)
+			if (fabs(m[r][col]) > fabs(m[piv][col]))
+				piv = r;
+		if (!(fabs(m[piv][col]) > 0))
+			return -1;
+		if (piv != col)
+			for (uint32_t j = 0; j <= TERMS; j++) {
+				double t = m[col][j];
+				m[col][j] = m[piv][j];
+				m[piv][j] = t;
+			}
+		for (uint32_t r = col + 1; r < TERMS; r++) {
+			double f = m[r][col] / m[col][col];
+			for (uint32_t j = col; j <= TERMS; j++)
+				m[r][j] -= f * m[col][j];
+		}
+	}
+	for (uint32_t i = TERMS; i-- > 0;) {
+		double s = m[i][TERMS];
+		for (uint32_t j = i + 1; j < TERMS; j++)
+			s -= m[i][j] * x[j];
+		x[i] = s / m[i][i];
+		if (!isfinite(x[i]))
+			return -1;
+	}
+	return 0;
+}
+
+static int lsq_solve(const struct lsq *q, const double *prior, const double *floor_sq,
+		     double *beta)
+{
+	double m[TERMS][TERMS], rhs[TERMS];
+
+	lsq_system(q, prior, floor_sq, m, rhs);
+	return solve(m, rhs, beta);
+}
+
+/* Each term's standard error: rms x sqrt of the diagonal of the system's
+ * inverse (the ridge's pseudo-observation included). */
+static void lsq_std_errors(const struct lsq *q, const double *prior, const double *floor_sq,
+			   double rms, double *se)
+{
+	double m[TERMS][TERMS], rhs[TERMS], col[TERMS];
+
+	lsq_system(q, prior, floor_sq, m, rhs);
+	for (uint32_t j = 0; j < TERMS; j++) {
+		double e[TERMS] = { 0 };
+		e[j] = 1;
+		se[j] = solve(m, e, col) ? INFINITY : rms * sqrt(fabs(col[j]));
+	}
+}
+
+static double clampd(double v, double lo, double hi, bool *hit)
+{
+	if (v < lo) {
+		*hit = true;
+		return lo;
+	}
+	if (v > hi) {
+		*hit = true;
+		return hi;
+	}
+	return v;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return (x > y) - (x < y);
+}
+
+void fg_calib_init(struct fg_calib *c, const struct fg_cost_model *assumed)
+{
+	memset(c, 0, sizeof(*c));
+	fg_calib_set_assumed(c, assumed);
+}
+
+void fg_calib_set_assumed(struct fg_calib *c, const struct fg_cost_model *assumed)
+{
+	c->assumed = *assumed;
+	if (!c->fit.valid)
+		c->fit.cm = *assumed;
+}
+
+static bool bad(double v)
+{
+	return !isfinite(v) || v < 0;
+}
+
+enum fg_calib_verdict fg_calib_add_step(struct fg_calib *c, uint64_t now_ns, double batch,
+					double context, double prefill_tokens, double step_s)
+{
+	if (bad(batch) || bad(context) || bad(prefill_tokens) || bad(step_s) || !(step_s > 0) ||
+	    !(batch >= 1)) {
+		c->rejected++;
+		return FG_CALIB_BAD_NUMBER;
+	}
+	/* a longer step is a stall; more KV or prompt than the pool holds is
+	 * the caller's bookkeeping gone wrong */
+	double pool = c->assumed.kv_pool_tokens > 0 ? c->assumed.kv_pool_tokens : INFINITY;
+	if (step_s > FG_CALIB_MAX_STEP_S || batch > 1e6 || context > 4 * pool ||
+	    prefill_tokens > 4 * pool) {
+		c->rejected++;
+		return FG_CALIB_OUT_OF_RANGE;
+	}
+	struct fg_calib_step *o = &c->win[(c->head + c->len) % FG_CALIB_WINDOW];
+	if (c->len == FG_CALIB_WINDOW)
+		c->head = (c->head + 1) % FG_CALIB_WINDOW;
+	else
+		c->len++;
+	*o = (struct fg_calib_step){ now_ns, batch, context, prefill_tokens, step_s };
+	c->taken++;
+	return FG_CALIB_TAKEN;
+}
+
+static void drop_old(struct fg_calib *c, uint64_t now_ns)
+{
+	uint64_t horizon = now_ns > FG_CALIB_WINDOW_NS ? now_ns - FG_CALIB_WINDOW_NS : 0;
+
+	while (c->len && c->win[c->head].at_ns < horizon) {
+		c->head = (c->head + 1) % FG_CALIB_WINDOW;
+		c->len--;
+	}
+}
+
+static void row(const struct fg_calib_step *o, double *x)
+{
+	x[0] = 1;
+	x[1] = o->batch;
+	x[2] = o->context;
+	x[3] = o->prefill_tokens;
+}
+
+static double predict(const double *beta, const double *x)
+{
+	double s = 0;
+
+	for (int i = 0; i < TERMS; i++)
+		s += beta[i] * x[i];
+	return s;
+}
+
+/* scratch for residuals: one fit at a time (the gateway's loop thread) */
+static double resid[FG_CALIB_WINDOW];
+
+/* Fit, trim past TRIM_MADS, fit again; the residuals' rms and counts into f. */
+static int fit_window(const struct fg_calib *c, const double *prior, const double *floor_sq,
+		      double *beta, struct fg_calib_fit *f)
+{
+	double x[TERMS], cut = INFINITY;
+	struct lsq q;
+
+	for (int pass = 0; pass < 2; pass++) {
+		memset(&q, 0, sizeof(q));
+		for (uint32_t i = 0; i < c->len; i++) {
+			const struct fg_calib_step *o = &c->win[(c->head + i) % FG_CALIB_WINDOW];
+			row(o, x);
+			if (fabs(o->step_s - predict(beta, x)) <= cut)
+				lsq_add(&q, x, o->step_s);
+		}
+		if (lsq_solve(&q, prior, floor_sq, beta))
+			return -1;
+		if (pass)
+			break;
+		for (uint32_t i = 0; i < c->len; i++) {
+			const struct fg_calib_step *o = &c->win[(c->head + i) % FG_CALIB_WINDOW];
+			row(o, x);
+			resid[i] = fabs(o->step_s - predict(beta, x));
+		}
+		qsort(resid, c->len, sizeof(*resid), cmp_double);
+		cut = TRIM_MADS * resid[c->len / 2];
+	}
+	double ss = 0;
+	f->n_steps = f->n_prefill_steps = 0;
+	for (uint32_t i = 0; i < c->len; i++) {
+		const struct fg_calib_step *o = &c->win[(c->head + i) % FG_CALIB_WINDOW];
+		row(o, x);
+		double r = o->step_s - predict(beta, x);
+		if (fabs(r) > cut)
+			continue;
+		ss += r * r;
+		f->n_steps++;
+		f->n_prefill_steps += o->prefill_tokens > 0;
+	}
+	f->trimmed = c->len - f->n_steps;
+	f->rms_s = f->n_steps ? sqrt(ss / f->n_steps) : 0;
+	double se[TERMS];
+	lsq_std_errors(&q, prior, floor_sq, f->rms_s, se);
+	f->step_fixed_se_s = se[0];
+	f->step_per_seq_se_s = se[1];
+	f->step_per_context_se_s = se[2];
+	f->prompt_token_se_s = se[3];
+	return 0;
+}
+
+const struct fg_calib_fit *fg_calib_refit(struct fg_calib *c, uint64_t now_ns)
+{
+	const struct fg_cost_model *a = &c->assumed;
+	struct fg_calib_fit f = { 0 };
+	double gpus = a->gpus ? a->gpus : 1;
+	double batch = a->ref_batch ? a->ref_batch : 1;
+	double ctx = batch * (a->ref_context ? a->ref_context : 1);
+	/* the assumption: no overheads, the weights and KV read at the
+	 * policy's MBU, prompts at its MFU */
+	double fixed0 = fg_decode_step_batch_s(a, 0, 0);
+	double per_ctx0 = a->kv_bytes_per_token / gpus / a->hbm_effective_per_gpu;
+	double prior[TERMS] = { fixed0, 0, per_ctx0, a->prompt_token_s };
+	double floor_sq[TERMS] = { 1e-6, 1e-6 * batch * batch, 1e-6 * ctx * ctx,
+				   1e-6 * (double)a->ref_context * a->ref_context };
+	double beta[TERMS] = { fixed0, 0, per_ctx0, a->prompt_token_s };
+	uint32_t prefilled = 0;
+
+	drop_old(c, now_ns);
+	for (uint32_t i = 0; i < c->len; i++)
+		prefilled += c->win[(c->head + i) % FG_CALIB_WINDOW].prefill_tokens > 0;
+	f.cm = *a;
+	if (c->len < FG_CALIB_MIN_STEPS || prefilled < FG_CALIB_MIN_PREFILLS ||
+	    fit_window(c, prior, floor_sq, beta, &f)) {
+		f.n_steps = c->len;
+		f.n_prefill_steps = prefilled;
+		c->fit = f;
+		return &c->fit;
+	}
+	/* A KV term not measured within FG_CALIB_MAX_REL_SE is pinned at the
+	 * policy's and the rest fitted again: noise in it would otherwise
+	 * move the price at the reference context, which it holds. */
+	f.context_identified = f.step_per_context_se_s <= FG_CALIB_MAX_REL_SE * fabs(beta[2]);
+	double se_ctx = f.step_per_context_se_s;
+	if (!f.context_identified) {
+		struct fg_calib_fit pinned = f;
+		double b2[TERMS] = { fixed0, 0, per_ctx0, a->prompt_token_s };
+		floor_sq[2] = 1e12 * ctx * ctx;
+		if (!fit_window(c, prior, floor_sq, b2, &pinned)) {
+			memcpy(beta, b2, sizeof(b2));
+			pinned.context_identified = false;
+			f = pinned;
+			f.step_per_context_se_s = se_ctx; /* the unpinned fit's, as measured */
+		}
+	}
+	/* the box: each term within 1/BOX .. BOX of the assumption's scale
+	 * (the per-sequence part as a share of the fixed one) */
+	bool hit = false;
+	f.prompt_token_s = clampd(beta[3], a->prompt_token_s / FG_CALIB_BOX,
+				  a->prompt_token_s * FG_CALIB_BOX, &hit);
+	f.step_fixed_s = clampd(beta[0], fixed0 / FG_CALIB_BOX, fixed0 * FG_CALIB_BOX, &hit);
+	f.step_per_seq_s = clampd(beta[1], -fixed0 / batch, fixed0 * FG_CALIB_BOX / batch, &hit);
+	f.step_per_context_s = clampd(beta[2], per_ctx0 / FG_CALIB_BOX, per_ctx0 * FG_CALIB_BOX,
+				      &hit);
+	/* a step of the reference batch must still take time */
+	if (f.step_fixed_s + f.step_per_seq_s * batch < fixed0 / FG_CALIB_BOX) {
+		f.step_per_seq_s = (fixed0 / FG_CALIB_BOX - f.step_fixed_s) / batch;
+		hit = true;
+	}
+	f.bounded = hit;
+	f.valid = true;
+	f.prompt_identified = f.prompt_token_se_s <= FG_CALIB_MAX_REL_SE * f.prompt_token_s;
+	fg_cost_model_calibrated(&f.cm, a, f.prompt_token_s, f.step_fixed_s, f.step_per_seq_s,
+				 f.step_per_context_s);
+	c->fit = f;
+	return &c->fit;
+}
