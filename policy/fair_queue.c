@@ -1,12 +1,51 @@
 /* fair_queue.c — VTC weighted fair queueing; see fair_queue.h. */
 #include <math.h>
 #include <string.h>
+
+#include "lib/id_heap.h"
 #include "fair_queue.h"
+
+/* Smallest counter first; ties by tenant id, for determinism. */
+static bool by_vtc(uint32_t a, uint32_t b, const void *ctx)
+{
+	const struct fg_fq *fq = ctx;
+	double va = fq->t[a].vtc, vb = fq->t[b].vtc;
+
+	return va < vb || (!(vb < va) && a < b);
+}
+
+static bool by_deadline(uint32_t a, uint32_t b, const void *ctx)
+{
+	const struct fg_fq *fq = ctx;
+	uint64_t da = fq->t[a].head->deadline_ns, db = fq->t[b].head->deadline_ns;
+
+	return da < db || (da == db && a < b);
+}
+
+static struct fg_idheap ready_heap(struct fg_fq *fq)
+{
+	return (struct fg_idheap){ fq->ready, fq->ready_pos, &fq->n_ready, by_vtc, fq };
+}
+
+static struct fg_idheap active_heap(struct fg_fq *fq)
+{
+	return (struct fg_idheap){ fq->active, fq->active_pos, &fq->n_active, by_vtc, fq };
+}
+
+static struct fg_idheap due_heap(struct fg_fq *fq)
+{
+	return (struct fg_idheap){ fq->due, fq->due_pos, &fq->n_due, by_deadline, fq };
+}
 
 void fg_fq_init(struct fg_fq *fq, uint32_t n_tenants)
 {
-	memset(fq, 0, sizeof(*fq));
 	fq->n_tenants = n_tenants > FG_MAX_TENANTS ? FG_MAX_TENANTS : n_tenants;
+	fq->total_queued = 0;
+	fq->n_ready = fq->n_active = fq->n_due = 0;
+	memset(fq->t, 0, sizeof(fq->t));
+	memset(fq->ready_pos, 0, sizeof(fq->ready_pos));
+	memset(fq->active_pos, 0, sizeof(fq->active_pos));
+	memset(fq->due_pos, 0, sizeof(fq->due_pos));
 	for (uint32_t i = 0; i < fq->n_tenants; i++)
 		fq->t[i].weight = 1;
 }
@@ -20,26 +59,50 @@ void fg_fq_set_weight(struct fg_fq *fq, uint32_t tenant, double weight)
 	fq->t[tenant].weight = weight;
 }
 
-static double min_active_vtc(const struct fg_fq *fq, uint32_t except)
+/* The tenant's counter moved: every heap keyed by it follows. */
+static void vtc_moved(struct fg_fq *fq, uint32_t tenant)
 {
-	double m = INFINITY;
+	struct fg_idheap ready = ready_heap(fq), active = active_heap(fq);
 
-	for (uint32_t i = 0; i < fq->n_tenants; i++)
-		if (i != except && fq->t[i].active && fq->t[i].vtc < m)
-			m = fq->t[i].vtc;
-	return m;
+	fg_idheap_fix(&ready, tenant);
+	fg_idheap_fix(&active, tenant);
+}
+
+/* The tenant's head changed (or went): the ready and due heaps follow. */
+static void head_moved(struct fg_fq *fq, uint32_t tenant)
+{
+	const struct fg_fq_item *h = fq->t[tenant].head;
+	struct fg_idheap ready = ready_heap(fq), due = due_heap(fq);
+
+	if (h)
+		fg_idheap_insert(&ready, tenant);
+	else
+		fg_idheap_remove(&ready, tenant);
+	if (h && h->deadline_ns)
+		fg_idheap_insert(&due, tenant);
+	else
+		fg_idheap_remove(&due, tenant);
 }
 
 static void update_active(struct fg_fq *fq, uint32_t tenant)
 {
 	struct fg_fq_tenant *t = &fq->t[tenant];
+	struct fg_idheap active = active_heap(fq);
 	bool now_active = t->queued > 0 || t->in_service > 0;
 
 	if (now_active && !t->active) {
-		/* Returning from idle: no credit for the time away. */
-		double m = min_active_vtc(fq, tenant);
-		if (isfinite(m) && t->vtc < m)
-			t->vtc = m;
+		/* Returning from idle: no credit for the time away. The heap
+		 * holds the others only: this tenant is not active yet. */
+		if (!fg_idheap_empty(&active)) {
+			double m = fq->t[fg_idheap_top(&active)].vtc;
+			if (isfinite(m) && t->vtc < m) {
+				t->vtc = m;
+				vtc_moved(fq, tenant);
+			}
+		}
+		fg_idheap_insert(&active, tenant);
+	} else if (!now_active && t->active) {
+		fg_idheap_remove(&active, tenant);
 	}
 	t->active = now_active;
 }
@@ -51,6 +114,8 @@ void fg_fq_push(struct fg_fq *fq, struct fg_fq_item *item)
 	if (item->tenant >= fq->n_tenants)
 		fq->n_tenants = item->tenant + 1;
 	struct fg_fq_tenant *t = &fq->t[item->tenant];
+	bool first = !t->head;
+
 	item->next = NULL;
 	if (t->tail)
 		t->tail->next = item;
@@ -58,11 +123,15 @@ void fg_fq_push(struct fg_fq *fq, struct fg_fq_item *item)
 		t->head = item;
 	t->tail = item;
 	t->queued++;
+	fq->total_queued++;
 	update_active(fq, item->tenant);
+	if (first)
+		head_moved(fq, item->tenant);
 }
 
-static void unlink_head(struct fg_fq_tenant *t)
+static void unlink_head(struct fg_fq *fq, uint32_t tenant)
 {
+	struct fg_fq_tenant *t = &fq->t[tenant];
 	struct fg_fq_item *it = t->head;
 
 	t->head = it->next;
@@ -70,40 +139,42 @@ static void unlink_head(struct fg_fq_tenant *t)
 		t->tail = NULL;
 	it->next = NULL;
 	t->queued--;
+	fq->total_queued--;
+	head_moved(fq, tenant);
 }
 
 struct fg_fq_item *fg_fq_pop(struct fg_fq *fq, fg_fq_admit_fn admit, void *ctx)
 {
-	/* Smallest counter first; ties by tenant id for determinism. A tenant
-	 * whose head cannot go is skipped and the next-smallest is tried. */
-	uint32_t tried[FG_MAX_TENANTS / 32 + 1] = { 0 };
+	/* Smallest counter first (ties by tenant id). A tenant whose head is
+	 * skipped leaves the heap for the rest of this pop, so the next-smallest
+	 * is tried; every skipped one goes back before returning. */
+	struct fg_idheap ready = ready_heap(fq);
+	struct fg_fq_item *it = NULL;
+	uint32_t n_skipped = 0;
 
-	for (;;) {
-		int best = -1;
-		for (uint32_t i = 0; i < fq->n_tenants; i++) {
-			if (!fq->t[i].head || (tried[i / 32] >> (i % 32) & 1))
-				continue;
-			if (best < 0 || fq->t[i].vtc < fq->t[best].vtc)
-				best = (int)i;
-		}
-		if (best < 0)
-			return NULL;
+	while (!fg_idheap_empty(&ready)) {
+		uint32_t best = fg_idheap_top(&ready);
 		struct fg_fq_tenant *t = &fq->t[best];
 		enum fg_fq_verdict v = admit ? admit(t->head, ctx) : FG_FQ_GO;
+
 		if (v == FG_FQ_HOLD)
-			return NULL;
+			break;
 		if (v == FG_FQ_SKIP) {
-			tried[best / 32] |= 1u << (best % 32);
+			fq->skipped[n_skipped++] = fg_idheap_pop(&ready);
 			continue;
 		}
-		struct fg_fq_item *it = t->head;
-		unlink_head(t);
+		it = t->head;
+		unlink_head(fq, best);
 		t->in_service++;
 		t->vtc += it->dispatch_units / t->weight;
 		t->served_units += it->dispatch_units;
-		update_active(fq, (uint32_t)best);
-		return it;
+		vtc_moved(fq, best);
+		update_active(fq, best);
+		break;
 	}
+	for (uint32_t i = 0; i < n_skipped; i++)
+		fg_idheap_insert(&ready, fq->skipped[i]);
+	return it;
 }
 
 bool fg_fq_remove(struct fg_fq *fq, struct fg_fq_item *item)
@@ -119,11 +190,15 @@ bool fg_fq_remove(struct fg_fq *fq, struct fg_fq_item *item)
 	}
 	if (!*pp)
 		return false;
+	bool was_head = t->head == item;
 	*pp = item->next;
 	if (t->tail == item)
 		t->tail = prev;
 	item->next = NULL;
 	t->queued--;
+	fq->total_queued--;
+	if (was_head)
+		head_moved(fq, item->tenant);
 	update_active(fq, item->tenant);
 	return true;
 }
@@ -134,6 +209,7 @@ void fg_fq_charge(struct fg_fq *fq, uint32_t tenant, double units)
 		return;
 	fq->t[tenant].vtc += units / fq->t[tenant].weight;
 	fq->t[tenant].served_units += units;
+	vtc_moved(fq, tenant);
 }
 
 void fg_fq_done(struct fg_fq *fq, uint32_t tenant)
@@ -148,22 +224,43 @@ struct fg_fq_item *fg_fq_expire(struct fg_fq *fq, uint64_t now_ns)
 {
 	/* Queues are FIFO with one deadline rule per tenant, so only heads can
 	 * be the first to expire. */
-	for (uint32_t i = 0; i < fq->n_tenants; i++) {
-		struct fg_fq_item *h = fq->t[i].head;
-		if (h && h->deadline_ns && h->deadline_ns <= now_ns) {
-			unlink_head(&fq->t[i]);
-			update_active(fq, i);
-			return h;
-		}
-	}
-	return NULL;
+	struct fg_idheap due = due_heap(fq);
+
+	if (fg_idheap_empty(&due))
+		return NULL;
+	uint32_t tenant = fg_idheap_top(&due);
+	struct fg_fq_item *h = fq->t[tenant].head;
+
+	if (h->deadline_ns > now_ns)
+		return NULL;
+	unlink_head(fq, tenant);
+	update_active(fq, tenant);
+	return h;
+}
+
+uint64_t fg_fq_next_deadline(const struct fg_fq *fq)
+{
+	return fq->n_due ? fq->t[fq->due[0]].head->deadline_ns : 0;
 }
 
 uint32_t fg_fq_total_queued(const struct fg_fq *fq)
 {
-	uint32_t n = 0;
+	return fq->total_queued;
+}
 
-	for (uint32_t i = 0; i < fq->n_tenants; i++)
-		n += fq->t[i].queued;
-	return n;
+void fg_fq_resync(struct fg_fq *fq)
+{
+	fq->n_ready = fq->n_active = fq->n_due = 0;
+	memset(fq->ready_pos, 0, sizeof(fq->ready_pos));
+	memset(fq->active_pos, 0, sizeof(fq->active_pos));
+	memset(fq->due_pos, 0, sizeof(fq->due_pos));
+	struct fg_idheap active = active_heap(fq);
+
+	for (uint32_t i = 0; i < fq->n_tenants; i++) {
+		struct fg_fq_tenant *t = &fq->t[i];
+		t->active = t->queued || t->in_service;
+		if (t->active)
+			fg_idheap_insert(&active, i);
+		head_moved(fq, i);
+	}
 }

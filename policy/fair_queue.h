@@ -13,6 +13,13 @@
  * node's KV pool). Items that wait longer than their deadline are handed back
  * by fg_fq_expire.
  *
+ * Cost: every operation is O(log n) in the number of tenants. Three indexed
+ * heaps (lib/id_heap.h) over the tenant ids keep what the scheduler asks
+ * for: the backlogged tenants by (counter, id), the active tenants by
+ * counter (the floor a returning tenant is lifted to) and the queue heads
+ * that have a deadline by (deadline, id). A pop that skips k tenants at
+ * their KV cap costs O((k + 1) log n).
+ *
  * The bound: the tenant dispatched next always has the smallest counter, so
  * while two tenants are backlogged their counters differ by at most the
  * largest charge at dispatch (a prompt) plus what one tenant's requests
@@ -46,9 +53,18 @@ struct fg_fq_tenant {
 	bool active;             /* queued or in service */
 };
 
+/* Fixed arrays by tenant id, so a queue is one block that copies (a policy
+ * reload keeps the old one aside) and frees with its owner. */
 struct fg_fq {
 	uint32_t n_tenants;
+	uint32_t total_queued;
+	uint32_t n_ready, n_active, n_due;
 	struct fg_fq_tenant t[FG_MAX_TENANTS];
+	/* heap order and each id's place (lib/id_heap.h) */
+	uint32_t ready[FG_MAX_TENANTS], ready_pos[FG_MAX_TENANTS];   /* head != NULL */
+	uint32_t active[FG_MAX_TENANTS], active_pos[FG_MAX_TENANTS]; /* t[].active */
+	uint32_t due[FG_MAX_TENANTS], due_pos[FG_MAX_TENANTS];       /* head->deadline_ns != 0 */
+	uint32_t skipped[FG_MAX_TENANTS]; /* a pop's scratch: heads that may not go yet */
 };
 
 enum fg_fq_verdict {
@@ -78,8 +94,15 @@ bool fg_fq_remove(struct fg_fq *fq, struct fg_fq_item *item);
 void fg_fq_charge(struct fg_fq *fq, uint32_t tenant, double units);
 /* A dispatched item finished. */
 void fg_fq_done(struct fg_fq *fq, uint32_t tenant);
-/* Pop the first expired item (deadline <= now) of any tenant, or NULL. */
+/* Pop the expired item (deadline <= now) with the earliest deadline (ties:
+ * the lowest tenant id), or NULL. */
 struct fg_fq_item *fg_fq_expire(struct fg_fq *fq, uint64_t now_ns);
+/* The earliest deadline of a queued item, 0 if none. */
+uint64_t fg_fq_next_deadline(const struct fg_fq *fq);
 uint32_t fg_fq_total_queued(const struct fg_fq *fq);
+/* After a caller wrote counters and in_service by hand (a policy reload
+ * moving tenants to new ids): active = queued or in service, and the heaps
+ * follow. O(n log n). */
+void fg_fq_resync(struct fg_fq *fq);
 
 #endif

@@ -597,14 +597,7 @@ struct fg_gw_request *fg_gw_expire(struct fg_gateway *gw, uint64_t now_ns,
 
 uint64_t fg_gw_next_deadline(const struct fg_gateway *gw)
 {
-	uint64_t best = 0;
-
-	for (uint32_t i = 0; i < gw->fq.n_tenants; i++) {
-		const struct fg_fq_item *h = gw->fq.t[i].head;
-		if (h && h->deadline_ns && (!best || h->deadline_ns < best))
-			best = h->deadline_ns;
-	}
-	return best;
+	return fg_fq_next_deadline(&gw->fq);
 }
 
 double fg_gw_backlog_s(const struct fg_gateway *gw)
@@ -693,8 +686,7 @@ void fg_gw_reload(struct fg_gateway *gw, const struct fg_policy *p, uint64_t now
 			}
 		}
 	}
-	for (uint32_t i = 0; i < p->n_tenants; i++)
-		gw->fq.t[i].active = gw->fq.t[i].queued || gw->fq.t[i].in_service;
+	fg_fq_resync(&gw->fq);
 }
 
 const char *fg_gw_outcome_name(enum fg_gw_outcome o)
