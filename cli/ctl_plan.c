@@ -13,6 +13,7 @@
 #include "cli/ctl_commands.h"
 #include "policy/cost_model.h"
 #include "policy/policy.h"
+#include "policy/tpot_reserve.h"
 
 struct plan_args {
 	const char *policy, *tenants;
@@ -165,7 +166,49 @@ static struct load_output load_output(const struct fg_cost_model *cm, const stru
 	return lo;
 }
 
-static void print_json(const struct fg_cost_model *cm, const struct plan_args *a)
+/* Each TPOT tier's reservation: the batch its target allows at the
+ * reference context, and the decode throughput that forgoes. */
+static void print_tpot(const struct fg_policy *p, const struct fg_cost_model *cm)
+{
+	for (uint32_t i = 0; i < p->n_tiers; i++) {
+		const struct fg_tier *t = &p->tiers[i];
+		if (!(t->tpot_p99_ms > 0))
+			continue;
+		struct fg_tpot_price pr = fg_tpot_price(cm, t->tpot_p99_ms / 1e3);
+		printf("TPOT reservation (tier %s, p99 %g ms): decode batch <= %u at %u tokens of context, "
+		       "step %.1f ms\n", t->name, t->tpot_p99_ms, pr.batch, cm->ref_context,
+		       pr.step_s * 1e3);
+		printf("  throughput    = %u / %.1f ms = %.0f tokens/s against %u / %.1f ms = %.0f tokens/s\n",
+		       pr.batch, pr.step_s * 1e3, pr.tokens_per_s, pr.ref_batch, pr.ref_step_s * 1e3,
+		       pr.ref_tokens_per_s);
+		printf("  forgone       = %.1f%% of the replica = $%.0f per month (dedicated replica $%.0f)\n",
+		       pr.forgone_share * 100, pr.usd_per_month, cm->dedicated_usd_per_month);
+	}
+}
+
+static json_t *tpot_json(const struct fg_policy *p, const struct fg_cost_model *cm)
+{
+	json_t *a = json_array();
+
+	for (uint32_t i = 0; i < p->n_tiers; i++) {
+		const struct fg_tier *t = &p->tiers[i];
+		if (!(t->tpot_p99_ms > 0))
+			continue;
+		struct fg_tpot_price pr = fg_tpot_price(cm, t->tpot_p99_ms / 1e3);
+		json_array_append_new(a, json_pack("{s:s, s:f, s:I, s:f, s:f, s:f, s:f, s:f}",
+						   "tier", t->name, "tpot_p99_ms", t->tpot_p99_ms,
+						   "max_batch", (json_int_t)pr.batch,
+						   "step_ms", pr.step_s * 1e3,
+						   "tokens_per_s", pr.tokens_per_s,
+						   "reference_tokens_per_s", pr.ref_tokens_per_s,
+						   "forgone_share", pr.forgone_share,
+						   "usd_per_month", pr.usd_per_month));
+	}
+	return a;
+}
+
+static void print_json(const struct fg_policy *p, const struct fg_cost_model *cm,
+		       const struct plan_args *a)
 {
 	json_t *o = json_object();
 	double rows[TABLE_MAX];
@@ -216,6 +259,7 @@ static void print_json(const struct fg_cost_model *cm, const struct plan_args *a
 		json_object_set_new(o, "context_output_weight",
 				    json_real(fg_output_token_s(cm, a->context) / cm->prompt_token_s));
 	}
+	json_object_set_new(o, "tpot_reservations", tpot_json(p, cm));
 	json_dumpf(o, stdout, JSON_INDENT(2) | JSON_REAL_PRECISION(10));
 	fputc('\n', stdout);
 	json_decref(o);
@@ -285,6 +329,7 @@ static void print_human(const struct fg_policy *p, const struct fg_cost_model *c
 	printf("cached prompt token = %.2f units\n", cm->cached_prompt_weight);
 	printf("dedicated replica   = %u GPUs x $%.2f x %.0f h = $%.0f per month\n", r->gpus,
 	       r->usd_per_hour, FG_HOURS_PER_MONTH, cm->dedicated_usd_per_month);
+	print_tpot(p, cm);
 	if (a->have_request && !a->have_load) {
 		double prompt = request_units(cm, a, 0), all = request_units(cm, a, a->out);
 		printf("\nrequest of %g in (%g cached", a->in, a->cached);
@@ -340,7 +385,7 @@ int fg_cmd_plan(int argc, char **argv)
 	}
 	fg_cost_model_init_policy(&cm, p);
 	if (a.json)
-		print_json(&cm, &a);
+		print_json(p, &cm, &a);
 	else
 		print_human(p, &cm, &a);
 	free(p);

@@ -43,6 +43,15 @@ double fg_decode_step_s(const struct fg_cost_model *cm, double total_context_tok
 	return (cm->weights_bytes_per_gpu + kv_per_gpu) / cm->hbm_effective_per_gpu;
 }
 
+double fg_batch_step_s(const struct fg_cost_model *cm, double sequences, double total_context,
+		       double prefill_tokens)
+{
+	/* no decoding sequence, no read of the weights for decode */
+	double decode = sequences > 0 ? fg_decode_step_s(cm, total_context) : 0;
+
+	return decode + fg_prefill_s(cm, prefill_tokens > 0 ? prefill_tokens : 0);
+}
+
 double fg_prefill_s(const struct fg_cost_model *cm, double tokens)
 {
 	return tokens * cm->prompt_token_s;

@@ -56,6 +56,13 @@ void fg_cost_model_init_policy(struct fg_cost_model *cm, const struct fg_policy 
  * tokens of KV between them: (weights + KV read) / gpus / (hbm*mbu). */
 double fg_decode_step_s(const struct fg_cost_model *cm, double total_context_tokens);
 
+/* One engine step of a batch as the model sees it: `sequences` decoding
+ * sequences holding `total_context` tokens of KV between them, with
+ * `prefill_tokens` of prompt mixed into the same step (chunked prefill).
+ * What a TPOT reservation keeps under its target (policy/tpot_reserve.c). */
+double fg_batch_step_s(const struct fg_cost_model *cm, double sequences, double total_context,
+		       double prefill_tokens);
+
 /* Prefill time for n uncached prompt tokens. */
 double fg_prefill_s(const struct fg_cost_model *cm, double tokens);
 
