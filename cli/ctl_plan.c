@@ -259,7 +259,11 @@ static void print_json(const struct fg_policy *p, const struct fg_cost_model *cm
 		json_object_set_new(o, "context_output_weight",
 				    json_real(fg_output_token_s(cm, a->context) / cm->prompt_token_s));
 	}
-	json_object_set_new(o, "tpot_reservations", tpot_json(p, cm));
+	json_t *tpot = tpot_json(p, cm);
+	if (json_array_size(tpot))
+		json_object_set_new(o, "tpot_reservations", tpot);
+	else
+		json_decref(tpot);
 	json_dumpf(o, stdout, JSON_INDENT(2) | JSON_REAL_PRECISION(10));
 	fputc('\n', stdout);
 	json_decref(o);
