@@ -299,9 +299,12 @@ struct fg_gw_decision fg_gw_admit(struct fg_gateway *gw, struct fg_gw_request *r
 			       "above %s of %llu tokens.",
 			       (unsigned long long)req->kv_tokens,
 			       kv == FG_KV_NEVER_TENANT ? "the tier's per-tenant KV cap"
-							: "the replica's reservable KV pool",
-			       (unsigned long long)(kv == FG_KV_NEVER_TENANT ? gw->kv.cap[tenant]
-									      : gw->kv.node_cap));
+			       : fg_kv_node_cap_for(&gw->kv, tenant) < gw->kv.node_cap
+				       ? "the replica's reservable KV pool less what the TPOT tiers keep"
+				       : "the replica's reservable KV pool",
+			       (unsigned long long)(kv == FG_KV_NEVER_TENANT
+							    ? gw->kv.cap[tenant]
+							    : fg_kv_node_cap_for(&gw->kv, tenant)));
 			t->never++;
 			return d;
 		}

@@ -21,6 +21,13 @@ void fg_kv_set_cap(struct fg_kv_ledger *l, uint32_t tenant, uint64_t cap_tokens)
 		l->cap[tenant] = cap_tokens;
 }
 
+uint64_t fg_kv_node_cap_for(const struct fg_kv_ledger *l, uint32_t tenant)
+{
+	if (!l->node_cap || !l->reserve || (tenant < FG_MAX_TENANTS && l->protect[tenant]))
+		return l->node_cap;
+	return l->reserve < l->node_cap ? l->node_cap - l->reserve : 0;
+}
+
 enum fg_kv_verdict fg_kv_check(const struct fg_kv_ledger *l, uint32_t tenant, uint64_t tokens)
 {
 	if (tenant >= FG_MAX_TENANTS)
@@ -29,16 +36,12 @@ enum fg_kv_verdict fg_kv_check(const struct fg_kv_ledger *l, uint32_t tenant, ui
 	if (cap && tokens > cap)
 		return FG_KV_NEVER_TENANT;
 	/* what the protected could still take is not this tenant's to use */
-	uint64_t kept = 0, node_cap = l->node_cap;
+	uint64_t kept = 0, node_cap = fg_kv_node_cap_for(l, tenant);
 	if (!l->protect[tenant] && l->reserve) {
-		uint64_t reserve = l->reserve < node_cap ? l->reserve : node_cap;
+		uint64_t reserve = l->reserve < l->node_cap ? l->reserve : l->node_cap;
 		kept = reserve > l->protected_reserved ? reserve - l->protected_reserved : 0;
-		if (node_cap)
-			node_cap -= reserve;
-		if (l->node_cap && !node_cap)
-			return FG_KV_NEVER_NODE;
 	}
-	if (node_cap && tokens > node_cap)
+	if (l->node_cap && (!node_cap || tokens > node_cap))
 		return FG_KV_NEVER_NODE;
 	if (cap && l->reserved[tenant] + tokens > cap)
 		return FG_KV_WAIT;

@@ -43,6 +43,9 @@ uint64_t fg_kv_tokens(uint64_t prompt_tokens, uint64_t max_output_tokens, uint32
 
 void fg_kv_init(struct fg_kv_ledger *l, uint64_t pool_tokens, double headroom);
 void fg_kv_set_cap(struct fg_kv_ledger *l, uint32_t tenant, uint64_t cap_tokens);
+/* The most of the node's pool `tenant` may ever hold (0 = no node cap):
+ * the reservable pool, less the reserve unless it is protected. */
+uint64_t fg_kv_node_cap_for(const struct fg_kv_ledger *l, uint32_t tenant);
 enum fg_kv_verdict fg_kv_check(const struct fg_kv_ledger *l, uint32_t tenant, uint64_t tokens);
 /* Reserve if fg_kv_check says OK; returns the verdict. */
 enum fg_kv_verdict fg_kv_reserve(struct fg_kv_ledger *l, uint32_t tenant, uint64_t tokens);
