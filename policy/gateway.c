@@ -456,8 +456,8 @@ static enum fg_fq_verdict may_go(const struct fg_fq_item *item, void *ctx)
 			.holders_tokens = gw->kv.protected_reserved,
 			.pending_prefill = gw->ew.pending_tokens,
 		};
-		if (fg_tpot_check(&gw->tpot, &gw->cm, r->tenant, sequences_of(r), r->kv_tokens, &b) ==
-		    FG_TPOT_GO)
+		if (fg_tpot_check(&gw->tpot, &gw->cm, r->tenant, sequences_of(r), r->kv_tokens,
+				  r->prefill_tokens, &b) == FG_TPOT_GO)
 			return FG_FQ_GO;
 		/* the batch is at the size its step stays within the target */
 		return hold(gw, r);

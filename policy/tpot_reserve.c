@@ -73,7 +73,7 @@ void fg_tpot_configure(struct fg_tpot_reserve *r, const struct fg_cost_model *cm
 
 enum fg_tpot_verdict fg_tpot_check(const struct fg_tpot_reserve *r, const struct fg_cost_model *cm,
 				   uint32_t tenant, uint32_t sequences, uint64_t context_tokens,
-				   const struct fg_tpot_batch *b)
+				   uint64_t prefill_tokens, const struct fg_tpot_batch *b)
 {
 	if (!fg_tpot_active(r))
 		return FG_TPOT_GO;
@@ -85,8 +85,16 @@ enum fg_tpot_verdict fg_tpot_check(const struct fg_tpot_reserve *r, const struct
 	if (!holder && r->reserve_tokens > b->holders_tokens)
 		unused = r->reserve_tokens - b->holders_tokens;
 	double ctx = (double)b->context_tokens + (double)context_tokens + (double)unused;
-	double seqs = (double)b->sequences + (sequences ? sequences : 1);
-	if (fg_batch_step_s(cm, seqs, ctx, (double)b->pending_prefill) <= r->target_s)
+	double own = sequences ? sequences : 1, seqs = (double)b->sequences + own;
+	double prefill = (double)b->pending_prefill + (double)prefill_tokens;
+	if (fg_batch_step_s(cm, seqs, ctx, prefill) <= r->target_s)
+		return FG_TPOT_GO;
+	/* A prompt whose prefill misses the target even on an empty engine can
+	 * never fit: it goes when nothing else waits to start and the batch
+	 * has room for its decode, one long step, rather than never. */
+	if (!b->pending_prefill &&
+	    fg_batch_step_s(cm, own, (double)context_tokens, (double)prefill_tokens) > r->target_s &&
+	    fg_batch_step_s(cm, seqs, ctx, 0) <= r->target_s)
 		return FG_TPOT_GO;
 	return holder ? FG_TPOT_WAIT_HOLDER : FG_TPOT_WAIT_OTHER;
 }

@@ -10,14 +10,14 @@
  *
  *   fg_batch_step_s(sequences in flight + its own,
  *                   context reserved in flight + its own,
- *                   prefill sent and not started)
+ *                   prefill sent and not started + its own prompt)
  *
- * stays within the target. Context is counted as reserved (each sequence's
- * prompt + max output, the KV ledger's own count), so the bound holds until
- * the last sequence's last token. The prefill term looks at what already
- * waits, not at the next prompt (as the engine window does): a prompt larger
- * than the slack goes in its turn when nothing waits, one long step, rather
- * than never.
+ * stays within the target, its own prompt counted as prefill of the next
+ * step. Context is counted as reserved (each sequence's prompt + max output,
+ * the KV ledger's own count), so the bound holds until the last sequence's
+ * last token. A prompt whose prefill misses the target even on an empty
+ * engine could never fit: it goes when no other prompt waits to start and
+ * the batch has room for its decode, one long step, rather than never.
  *
  * Tenants of a TPOT tier are the reservation's holders. Others may use the
  * batch only up to the target less what the holders could still take (the
@@ -77,10 +77,11 @@ static inline bool fg_tpot_is_holder(const struct fg_tpot_reserve *r, uint32_t t
 }
 
 /* May a request of `tenant` with `sequences` sequences holding
- * `context_tokens` of reserved context go to the engine now? */
+ * `context_tokens` of reserved context and `prefill_tokens` of prompt to
+ * compute go to the engine now? */
 enum fg_tpot_verdict fg_tpot_check(const struct fg_tpot_reserve *r, const struct fg_cost_model *cm,
 				   uint32_t tenant, uint32_t sequences, uint64_t context_tokens,
-				   const struct fg_tpot_batch *b);
+				   uint64_t prefill_tokens, const struct fg_tpot_batch *b);
 void fg_tpot_sent(struct fg_tpot_reserve *r, uint32_t sequences);
 void fg_tpot_ended(struct fg_tpot_reserve *r, uint32_t sequences);
 

@@ -248,22 +248,26 @@ static void others_held_at_the_cap_while_the_holder_goes(void **state)
 	for (int i = 0; i < 200; i++)
 		admit(f, 1, 100, 1900, 0); /* 2000 tokens of context each */
 	dispatch_all(f, went, 1 * MS);
-	uint64_t cap = f->gw.tpot.cap_tokens;
-	/* as many as fit beside the 16384 kept for the holder, in 2000s */
-	assert_int_equal(went[1], (cap - 16384) / 2000);
-	assert_true(modeled_step(f) + fg_decode_step_s(&f->gw.cm, 16384) -
-		    fg_decode_step_s(&f->gw.cm, 0) <= 0.012 + 1e-12);
+	/* as many as fit beside the 16384 kept for the holder, in 2000s, each
+	 * with its 100-token prompt as the next step's prefill */
+	uint32_t want = 0;
+	while (fg_batch_step_s(&f->gw.cm, want + 1, (want + 1) * 2000.0 + 16384, 100) <= 0.012)
+		want++;
+	assert_int_equal(went[1], want);
+	assert_true(want > 5);
+	assert_true(fg_batch_step_s(&f->gw.cm, f->gw.tpot.sequences,
+				    (double)f->gw.kv.node_reserved + 16384, 0) <= 0.012);
 	assert_true(fg_fq_total_queued(&f->gw.fq) > 0);
 
 	/* the holder arrives after all of them and goes at once, four times */
 	for (int i = 0; i < 4; i++)
-		admit(f, 0, 200, 1800, 2 * MS);
+		admit(f, 0, 50, 1800, 2 * MS);
 	went[0] = went[1] = 0;
 	dispatch_all(f, went, 2 * MS);
 	assert_int_equal(went[0], 4);
 	assert_int_equal(went[1], 0);
 	assert_true(modeled_step(f) <= 0.012);
-	assert_int_equal(f->gw.kv.protected_reserved, 8000);
+	assert_int_equal(f->gw.kv.protected_reserved, 4 * 1850);
 
 	/* a flood request ends: one of its next goes, not more */
 	struct fg_usage u = { .prompt_tokens = 100, .completion_tokens = 1900 };
@@ -305,24 +309,41 @@ static void pending_prefill_counts_in_the_step(void **state)
 {
 	struct fixture *f = *state;
 
-	/* 7.0 ms of weights + 12 x 2000 x 32.6 ns = 7.8 ms: ~4.2 ms of slack,
-	 * ~117 prompt tokens at 35.7 us */
+	/* 7.0 ms of weights + (12 x 2000 + 16384) x 32.6 ns = 8.3 ms: ~3.7 ms
+	 * of slack, ~100 prompt tokens at 35.7 us */
 	for (int i = 0; i < 12; i++)
 		admit(f, 1, 100, 1900, 0);
 	assert_int_equal(dispatch_all(f, NULL, 1 * MS), 12);
 	struct fg_gw_request *a = admit(f, 1, 100, 100, 2 * MS);
 	struct fg_gw_request *b = admit(f, 1, 100, 100, 2 * MS);
-	assert_ptr_equal(fg_gw_dispatch(&f->gw, 2 * MS), a); /* nothing pending: goes */
+	assert_ptr_equal(fg_gw_dispatch(&f->gw, 2 * MS), a);
 	assert_int_equal(f->gw.ew.pending_tokens, 100);
-	/* 100 pending + b's context: still fits? the step says */
+	/* a's 100 pending + b's context and prompt: still fits? the step says */
 	double with_b = fg_batch_step_s(&f->gw.cm, f->gw.tpot.sequences + 1,
-					(double)(f->gw.kv.node_reserved + b->kv_tokens + 16384), 100);
+					(double)(f->gw.kv.node_reserved + b->kv_tokens + 16384), 200);
 	struct fg_gw_request *next = fg_gw_dispatch(&f->gw, 2 * MS);
 	assert_true((next == b) == (with_b <= 0.012));
 	if (!next) {
 		fg_gw_first_token(&f->gw, a, 3 * MS); /* a's prefill done */
 		assert_ptr_equal(fg_gw_dispatch(&f->gw, 3 * MS), b);
 	}
+}
+
+/* A prompt whose prefill alone misses the target goes when no other prompt
+ * waits to start (one long step), not never; a second waits for the first. */
+static void prompt_larger_than_any_slack_goes_alone(void **state)
+{
+	struct fixture *f = *state;
+
+	admit(f, 1, 100, 900, 0);
+	assert_int_equal(dispatch_all(f, NULL, 1 * MS), 1);
+	/* 1,000 tokens x 35.65 us = 35.7 ms of prefill: above 12 ms on any batch */
+	struct fg_gw_request *a = admit(f, 1, 1000, 100, 2 * MS);
+	struct fg_gw_request *b = admit(f, 1, 1000, 100, 2 * MS);
+	assert_ptr_equal(fg_gw_dispatch(&f->gw, 2 * MS), a);
+	assert_null(fg_gw_dispatch(&f->gw, 2 * MS));
+	fg_gw_first_token(&f->gw, a, 3 * MS);
+	assert_ptr_equal(fg_gw_dispatch(&f->gw, 3 * MS), b);
 }
 
 /* A holder at its own KV cap waits for its own requests, not for others'
@@ -415,6 +436,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(others_held_at_the_cap_while_the_holder_goes, setup, teardown),
 		cmocka_unit_test_setup_teardown(without_reservation_the_flood_grows_the_step, setup, teardown),
 		cmocka_unit_test_setup_teardown(pending_prefill_counts_in_the_step, setup, teardown),
+		cmocka_unit_test_setup_teardown(prompt_larger_than_any_slack_goes_alone, setup, teardown),
 		cmocka_unit_test_setup_teardown(holder_at_its_own_kv_cap_waits_for_its_own, setup, teardown),
 		cmocka_unit_test_setup_teardown(reload_keeps_sequences_and_holders_books, setup, teardown),
 	};
