@@ -81,7 +81,9 @@ static void usage(FILE *out)
 "  \"name\", \"sent\", \"completed\", \"status\": {\"200\": n, \"429\": n, ...},\n"
 "  \"errors\": {\"connect\", \"reset\", \"timeout\", \"bad_response\"},\n"
 "  \"backlog_dropped\", \"latency_ms\": {\"p50\",\"p90\",\"p99\",\"max\",\"mean\"} (2xx),\n"
-"  \"ttft_ms\": {...} (2xx streams), \"prompt_tokens\", \"completion_tokens\",\n"
+"  \"ttft_ms\": {...} (2xx streams), \"itl_ms\": {...} (2xx streams: the gap\n"
+"  between consecutive content events of a stream as this client reads them,\n"
+"  the inter-token time a user sees), \"prompt_tokens\", \"completion_tokens\",\n"
 "  \"cached_tokens\", \"tokens_received\", \"sim_replica_ms\" (fairgate-sim's\n"
 "  true replica time of the 2xx answers), \"retry_after_seen\",\n"
 "  \"retry_after_max_s\", \"retry_after_ms\": {...} (every Retry-After seen),\n"
@@ -121,6 +123,7 @@ struct tenant {
 	uint64_t retry_after_seen;
 	double retry_after_max;
 	struct samples latency, ttft, retry_after;
+	struct samples itl;         /* gaps between a stream's content events */
 	uint64_t retries, retries_refused;
 	uint32_t *retry_bins;       /* rested requests sent per 100 ms since start */
 	size_t n_retry_bins;
@@ -158,6 +161,7 @@ struct conn {
 	/* the request in flight */
 	double intended, started;   /* seconds since start */
 	double first_token;
+	double last_token;          /* the latest content event of the stream */
 	bool in_flight;
 	bool complete;
 	int status;
@@ -370,8 +374,12 @@ static void parse_sse(struct conn *c)
 		const char *text = json_string_value(delta ? json_object_get(delta, "content")
 							   : json_object_get(ch, "text"));
 		if (text && *text) {
+			double now = now_s();
 			if (!c->chunks)
-				c->first_token = now_s();
+				c->first_token = now;
+			else if (c->status / 100 == 2)
+				samples_add(&c->t->itl, (now - c->last_token) * 1e3);
+			c->last_token = now;
 			c->chunks++;
 		}
 		json_decref(j);
@@ -925,6 +933,7 @@ static void print_results(double elapsed)
 			peak = t->retry_bins[b] > peak ? t->retry_bins[b] : peak;
 		json_object_set_new(o, "retry_after_ms", percentiles(&t->retry_after));
 		json_object_set_new(o, "sim_replica_ms", json_real(t->sim_replica_ms));
+		json_object_set_new(o, "itl_ms", percentiles(&t->itl));
 		json_object_set_new(o, "retries", json_integer((json_int_t)t->retries));
 		json_object_set_new(o, "retries_refused", json_integer((json_int_t)t->retries_refused));
 		json_object_set_new(o, "retry_peak_per_100ms", json_integer((json_int_t)peak));
@@ -1177,6 +1186,7 @@ bad:
 			rc = 1;
 		free(t->latency.v);
 		free(t->ttft.v);
+		free(t->itl.v);
 		free(t->retry_after.v);
 		free(t->retry_bins);
 		free(t->backlog);

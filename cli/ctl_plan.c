@@ -14,6 +14,7 @@
 #include "cli/ctl_commands.h"
 #include "policy/cost_model.h"
 #include "policy/policy.h"
+#include "policy/tpot_reserve.h"
 
 struct plan_args {
 	const char *policy, *tenants, *ctl;
@@ -169,7 +170,49 @@ static struct load_output load_output(const struct fg_cost_model *cm, const stru
 	return lo;
 }
 
-static void print_json(const struct fg_cost_model *cm, const struct plan_args *a, json_t *cal)
+/* Each TPOT tier's reservation: the batch its target allows at the
+ * reference context, and the decode throughput that forgoes. */
+static void print_tpot(const struct fg_policy *p, const struct fg_cost_model *cm)
+{
+	for (uint32_t i = 0; i < p->n_tiers; i++) {
+		const struct fg_tier *t = &p->tiers[i];
+		if (!(t->tpot_p99_ms > 0))
+			continue;
+		struct fg_tpot_price pr = fg_tpot_price(cm, t->tpot_p99_ms / 1e3);
+		printf("TPOT reservation (tier %s, p99 %g ms): decode batch <= %u at %u tokens of context, "
+		       "step %.1f ms\n", t->name, t->tpot_p99_ms, pr.batch, cm->ref_context,
+		       pr.step_s * 1e3);
+		printf("  throughput    = %u / %.1f ms = %.0f tokens/s against %u / %.1f ms = %.0f tokens/s\n",
+		       pr.batch, pr.step_s * 1e3, pr.tokens_per_s, pr.ref_batch, pr.ref_step_s * 1e3,
+		       pr.ref_tokens_per_s);
+		printf("  forgone       = %.1f%% of the replica = $%.0f per month (dedicated replica $%.0f)\n",
+		       pr.forgone_share * 100, pr.usd_per_month, cm->dedicated_usd_per_month);
+	}
+}
+
+static json_t *tpot_json(const struct fg_policy *p, const struct fg_cost_model *cm)
+{
+	json_t *a = json_array();
+
+	for (uint32_t i = 0; i < p->n_tiers; i++) {
+		const struct fg_tier *t = &p->tiers[i];
+		if (!(t->tpot_p99_ms > 0))
+			continue;
+		struct fg_tpot_price pr = fg_tpot_price(cm, t->tpot_p99_ms / 1e3);
+		json_array_append_new(a, json_pack("{s:s, s:f, s:I, s:f, s:f, s:f, s:f, s:f}",
+						   "tier", t->name, "tpot_p99_ms", t->tpot_p99_ms,
+						   "max_batch", (json_int_t)pr.batch,
+						   "step_ms", pr.step_s * 1e3,
+						   "tokens_per_s", pr.tokens_per_s,
+						   "reference_tokens_per_s", pr.ref_tokens_per_s,
+						   "forgone_share", pr.forgone_share,
+						   "usd_per_month", pr.usd_per_month));
+	}
+	return a;
+}
+
+static void print_json(const struct fg_policy *p, const struct fg_cost_model *cm,
+		       const struct plan_args *a, json_t *cal)
 {
 	json_t *o = json_object();
 	double rows[TABLE_MAX];
@@ -222,6 +265,11 @@ static void print_json(const struct fg_cost_model *cm, const struct plan_args *a
 	}
 	if (cal)
 		json_object_set(o, "calibration", cal);
+	json_t *tpot = tpot_json(p, cm);
+	if (json_array_size(tpot))
+		json_object_set_new(o, "tpot_reservations", tpot);
+	else
+		json_decref(tpot);
 	json_dumpf(o, stdout, JSON_INDENT(2) | JSON_REAL_PRECISION(10));
 	fputc('\n', stdout);
 	json_decref(o);
@@ -291,6 +339,7 @@ static void print_human(const struct fg_policy *p, const struct fg_cost_model *c
 	printf("cached prompt token = %.2f units\n", cm->cached_prompt_weight);
 	printf("dedicated replica   = %u GPUs x $%.2f x %.0f h = $%.0f per month\n", r->gpus,
 	       r->usd_per_hour, FG_HOURS_PER_MONTH, cm->dedicated_usd_per_month);
+	print_tpot(p, cm);
 	if (a->have_request && !a->have_load) {
 		double prompt = request_units(cm, a, 0), all = request_units(cm, a, a->out);
 		printf("\nrequest of %g in (%g cached", a->in, a->cached);
@@ -352,7 +401,7 @@ int fg_cmd_plan(int argc, char **argv)
 		return 1;
 	}
 	if (a.json)
-		print_json(&cm, &a, cal);
+		print_json(p, &cm, &a, cal);
 	else
 		print_human(p, &cm, &a);
 	if (cal && !a.json) {

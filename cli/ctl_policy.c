@@ -12,6 +12,7 @@
 #include "policy/cost_model.h"
 #include "policy/policy.h"
 #include "policy/policy_addr.h"
+#include "policy/tpot_reserve.h"
 
 static const char *const cache_names[] = { [FG_CACHE_SALTED] = "salted",
 					   [FG_CACHE_SHARED] = "shared" };
@@ -45,11 +46,14 @@ static json_t *tenant_json(const struct fg_policy *p, const struct fg_tenant *t,
 
 static json_t *tier_json(const struct fg_tier *t)
 {
-	return json_pack("{s:s, s:f, s:I, s:I, s:f, s:f, s:I, s:I}", "name", t->name,
-			 "weight", t->weight, "max_context", (json_int_t)t->max_context,
-			 "kv_cap_tokens", (json_int_t)t->kv_cap_tokens, "burst_s", t->burst_s,
-			 "max_queue_s", t->max_queue_s, "priority", (json_int_t)t->priority,
-			 "default_max_tokens", (json_int_t)t->default_max_tokens);
+	json_t *o = json_pack("{s:s, s:f, s:I, s:I, s:f, s:f, s:I, s:I}", "name", t->name,
+			      "weight", t->weight, "max_context", (json_int_t)t->max_context,
+			      "kv_cap_tokens", (json_int_t)t->kv_cap_tokens, "burst_s", t->burst_s,
+			      "max_queue_s", t->max_queue_s, "priority", (json_int_t)t->priority,
+			      "default_max_tokens", (json_int_t)t->default_max_tokens);
+	if (o && t->tpot_p99_ms > 0)
+		json_object_set_new(o, "tpot_p99_ms", json_real(t->tpot_p99_ms));
+	return o;
 }
 
 static void print_ok_json(const char *file, const struct fg_policy *p,
@@ -71,6 +75,36 @@ static void print_ok_json(const char *file, const struct fg_policy *p,
 	json_dumpf(o, stdout, JSON_COMPACT);
 	putchar('\n');
 	json_decref(o);
+}
+
+/* What each TPOT tier's target means on this replica, and a reservation
+ * the target cannot hold in full. */
+static void print_tpot_hints(const struct fg_policy *p, const struct fg_cost_model *cm)
+{
+	struct fg_tpot_reserve r = { 0 };
+
+	fg_tpot_configure(&r, cm, p);
+	for (uint32_t i = 0; i < p->n_tiers; i++) {
+		const struct fg_tier *t = &p->tiers[i];
+		if (!(t->tpot_p99_ms > 0))
+			continue;
+		uint32_t n = 0;
+		for (uint32_t k = 0; k < p->n_tenants; k++)
+			n += p->tenants[k].tier == i;
+		struct fg_tpot_price pr = fg_tpot_price(cm, t->tpot_p99_ms / 1e3);
+		printf("  tier %s: tpot_p99_ms %g: decode batch of at most %u sequences at %u tokens of context "
+		       "(%.1f ms a step on the policy's cost model; %u tenant%s)\n",
+		       t->name, t->tpot_p99_ms, pr.batch, cm->ref_context, pr.step_s * 1e3, n,
+		       n == 1 ? "" : "s");
+		if (n && t->tpot_p99_ms / 1e3 > r.target_s)
+			printf("  hint: tier %s's target is held at the tighter %g ms of another TPOT tier "
+			       "(one replica, one batch)\n", t->name, r.target_s * 1e3);
+	}
+	if (fg_tpot_active(&r) && r.reserve_tokens >= r.cap_tokens)
+		printf("  hint: the TPOT tiers' tenants may hold more KV (their kv_cap_tokens) than the %llu "
+		       "tokens of context a step holds within %g ms: the whole batch is theirs, others wait "
+		       "for an empty engine; lower their kv_cap_tokens\n",
+		       (unsigned long long)r.cap_tokens, r.target_s * 1e3);
 }
 
 static void print_error_json(const struct fg_policy_error *err, const char *line)
@@ -151,6 +185,8 @@ int fg_cmd_policy_check(int argc, char **argv)
 		       file, p->n_tiers, p->n_tiers == 1 ? "" : "s", p->n_tenants,
 		       p->n_tenants == 1 ? "" : "s", units_sold(p) / cm.replica_units_per_s,
 		       units_sold(p), cm.replica_units_per_s);
+	if (!json)
+		print_tpot_hints(p, &cm);
 	free(p);
 	return 0;
 }

@@ -35,6 +35,14 @@ static void print_scheduling(const json_t *sc)
 	       fg_show_str(sc, "engine_scheduling"), fg_show_num(sc, "queued"),
 	       fg_show_num(sc, "backlog_s"), fg_show_num(kv, "reserved_tokens"), fg_show_num(kv, "reservable_tokens"),
 	       fg_show_num(ew, "pending_requests"), fg_show_num(ew, "pending_tokens"), fg_show_num(ew, "budget_tokens"));
+	const json_t *tp = json_object_get(sc, "tpot");
+	if (tp)
+		printf("TPOT reservation: target %.1f ms; batch %.0f sequences, %.0f tokens of context reserved "
+		       "(%.0f the TPOT tiers', %.0f kept for them) of %.0f; modeled step %.2f ms\n",
+		       fg_show_num(tp, "target_ms"), fg_show_num(tp, "sequences"),
+		       fg_show_num(tp, "context_tokens"), fg_show_num(tp, "holders_tokens"),
+		       fg_show_num(tp, "reserve_tokens"), fg_show_num(tp, "cap_tokens"),
+		       fg_show_num(tp, "modeled_step_ms"));
 	if (fg_show_num(ov, "level") >= 0)
 		printf("overload: the kernel sheds new connections of tier(s) %s\n", shed);
 	else

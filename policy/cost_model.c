@@ -107,6 +107,15 @@ double fg_decode_step_s(const struct fg_cost_model *cm, double total_context_tok
 	return fg_decode_step_batch_s(cm, batch, total_context_tokens);
 }
 
+double fg_batch_step_s(const struct fg_cost_model *cm, double sequences, double total_context,
+		       double prefill_tokens)
+{
+	/* no decoding sequence, no read of the weights for decode */
+	double decode = sequences > 0 ? fg_decode_step_batch_s(cm, sequences, total_context) : 0;
+
+	return decode + fg_prefill_s(cm, prefill_tokens > 0 ? prefill_tokens : 0);
+}
+
 double fg_prefill_s(const struct fg_cost_model *cm, double tokens)
 {
 	return tokens * cm->prompt_token_s;

@@ -104,6 +104,13 @@ double fg_decode_step_batch_s(const struct fg_cost_model *cm, double batch,
  * any batch when seq_overhead_s is 0, as from a policy. */
 double fg_decode_step_s(const struct fg_cost_model *cm, double total_context_tokens);
 
+/* One engine step of a batch as the model sees it: `sequences` decoding
+ * sequences holding `total_context` tokens of KV between them, with
+ * `prefill_tokens` of prompt mixed into the same step (chunked prefill).
+ * What a TPOT reservation keeps under its target (policy/tpot_reserve.c). */
+double fg_batch_step_s(const struct fg_cost_model *cm, double sequences, double total_context,
+		       double prefill_tokens);
+
 /* Prefill time for n uncached prompt tokens. */
 double fg_prefill_s(const struct fg_cost_model *cm, double tokens);
 

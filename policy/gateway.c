@@ -27,6 +27,20 @@ static void setup_tenant(struct fg_gateway *gw, uint32_t id, uint64_t now_ns, bo
 	fg_kv_set_cap(&gw->kv, id, gw->kv_caps ? tier->kv_cap_tokens : 0);
 }
 
+/* The reservation follows the policy and the gateway's cost model; the KV
+ * ledger keeps its holders' memory out of others' reach. */
+static void setup_tpot(struct fg_gateway *gw)
+{
+	const struct fg_policy *p = gw->policy;
+
+	fg_tpot_configure(&gw->tpot, &gw->cm, p);
+	memset(gw->kv.protect, 0, sizeof(gw->kv.protect));
+	for (uint32_t i = 0; i < p->n_tenants; i++)
+		gw->kv.protect[i] = fg_tpot_is_holder(&gw->tpot, i);
+	fg_kv_set_reserve(&gw->kv, gw->tpot.reserve_tokens);
+	fg_kv_recount_protected(&gw->kv);
+}
+
 void fg_gw_init(struct fg_gateway *gw, const struct fg_policy *p, uint64_t step_tokens,
 		uint64_t now_ns)
 {
@@ -47,6 +61,7 @@ void fg_gw_init(struct fg_gateway *gw, const struct fg_policy *p, uint64_t step_
 	gw->rng = now_ns ^ 0x6a09e667f3bcc909ull;
 	for (uint32_t i = 0; i < p->n_tenants; i++)
 		setup_tenant(gw, i, now_ns, false);
+	setup_tpot(gw);
 }
 
 /* Uniform in [0, 1): splitmix64, so the gateway stays pure and repeatable
@@ -284,9 +299,12 @@ struct fg_gw_decision fg_gw_admit(struct fg_gateway *gw, struct fg_gw_request *r
 			       "above %s of %llu tokens.",
 			       (unsigned long long)req->kv_tokens,
 			       kv == FG_KV_NEVER_TENANT ? "the tier's per-tenant KV cap"
-							: "the replica's reservable KV pool",
-			       (unsigned long long)(kv == FG_KV_NEVER_TENANT ? gw->kv.cap[tenant]
-									      : gw->kv.node_cap));
+			       : fg_kv_node_cap_for(&gw->kv, tenant) < gw->kv.node_cap
+				       ? "the replica's reservable KV pool less what the TPOT tiers keep"
+				       : "the replica's reservable KV pool",
+			       (unsigned long long)(kv == FG_KV_NEVER_TENANT
+							    ? gw->kv.cap[tenant]
+							    : fg_kv_node_cap_for(&gw->kv, tenant)));
 			t->never++;
 			return d;
 		}
@@ -406,17 +424,47 @@ double fg_gw_chars_per_token(const struct fg_gateway *gw, uint32_t tenant, const
 	return fg_chars_per_token(&gw->t[tenant].cal, fg_cal_model_find(&gw->models, model), prior);
 }
 
+static uint32_t sequences_of(const struct fg_gw_request *r)
+{
+	return (r->n ? r->n : 1) * (r->prompts ? r->prompts : 1);
+}
+
+/* A request that waits for what every tenant shares. Under a TPOT
+ * reservation a non-holder's stops the others behind it but not the
+ * holders: they have room kept for them. */
+static enum fg_fq_verdict hold(struct fg_gateway *gw, const struct fg_gw_request *r)
+{
+	if (fg_tpot_active(&gw->tpot) && !fg_tpot_is_holder(&gw->tpot, r->tenant)) {
+		gw->others_held = true;
+		return FG_FQ_SKIP;
+	}
+	return FG_FQ_HOLD;
+}
+
 static enum fg_fq_verdict may_go(const struct fg_fq_item *item, void *ctx)
 {
 	struct fg_gateway *gw = ctx;
 	const struct fg_gw_request *r = (const struct fg_gw_request *)item;
 
+	if (gw->others_held && !fg_tpot_is_holder(&gw->tpot, r->tenant))
+		return FG_FQ_SKIP;
 	switch (fg_kv_check(&gw->kv, r->tenant, r->kv_tokens)) {
-	case FG_KV_OK:
-		return FG_FQ_GO;
+	case FG_KV_OK: {
+		struct fg_tpot_batch b = {
+			.sequences = gw->tpot.sequences,
+			.context_tokens = gw->kv.node_reserved,
+			.holders_tokens = gw->kv.protected_reserved,
+			.pending_prefill = gw->ew.pending_tokens,
+		};
+		if (fg_tpot_check(&gw->tpot, &gw->cm, r->tenant, sequences_of(r), r->kv_tokens,
+				  r->prefill_tokens, &b) == FG_TPOT_GO)
+			return FG_FQ_GO;
+		/* the batch is at the size its step stays within the target */
+		return hold(gw, r);
+	}
 	case FG_KV_WAIT_NODE:
 		/* the pool frees as requests end; what frees is this one's */
-		return FG_FQ_HOLD;
+		return hold(gw, r);
 	default:
 		/* its tenant's own cap (or, after a reload shrank a limit, one it
 		 * can never fit: it waits out its deadline without stalling others) */
@@ -430,6 +478,7 @@ struct fg_gw_request *fg_gw_dispatch(struct fg_gateway *gw, uint64_t now_ns)
 	 * reorders the fair queue: whoever is next goes once there is room. */
 	if (!fg_ew_may_dispatch(&gw->ew))
 		return NULL;
+	gw->others_held = false;
 	struct fg_fq_item *it = fg_fq_pop(&gw->fq, may_go, gw);
 
 	if (!it)
@@ -437,6 +486,7 @@ struct fg_gw_request *fg_gw_dispatch(struct fg_gateway *gw, uint64_t now_ns)
 	struct fg_gw_request *r = (struct fg_gw_request *)it;
 	fg_kv_reserve(&gw->kv, r->tenant, r->kv_tokens);
 	r->kv_held = true;
+	fg_tpot_sent(&gw->tpot, sequences_of(r));
 	fg_ew_sent(&gw->ew, &r->ew, r->prefill_tokens, r->streams, now_ns);
 	r->queue_charged = it->dispatch_units;
 	r->state = FG_GW_S_SENT;
@@ -489,6 +539,8 @@ static void end_request(struct fg_gateway *gw, struct fg_gw_request *r, double b
 	else if (r->kv_held) /* its tenant slot is gone; only the node total */
 		gw->kv.node_reserved -= r->kv_tokens < gw->kv.node_reserved ? r->kv_tokens
 									   : gw->kv.node_reserved;
+	if (r->kv_held)
+		fg_tpot_ended(&gw->tpot, sequences_of(r));
 	r->kv_held = false;
 	if (!r->orphan) {
 		struct fg_gw_tenant *t = &gw->t[r->tenant];
@@ -622,6 +674,12 @@ uint64_t fg_gw_deny_until(struct fg_gateway *gw, uint32_t tenant, uint64_t now_n
 	return t->deny_until_ns;
 }
 
+void fg_gw_set_cost_model(struct fg_gateway *gw, const struct fg_cost_model *cm)
+{
+	gw->cm = *cm;
+	setup_tpot(gw);
+}
+
 void fg_gw_reload(struct fg_gateway *gw, const struct fg_policy *p, uint64_t now_ns)
 {
 	const struct fg_policy *old = gw->policy;
@@ -687,6 +745,7 @@ void fg_gw_reload(struct fg_gateway *gw, const struct fg_policy *p, uint64_t now
 		}
 	}
 	fg_fq_resync(&gw->fq);
+	setup_tpot(gw);
 }
 
 const char *fg_gw_outcome_name(enum fg_gw_outcome o)

@@ -3,8 +3,9 @@
  * Composes the pieces in policy/: pricing (what a request may cost), the
  * tenant's token bucket (may it spend that now), tier limits and the
  * long-context route, the KV ledger (does its memory fit), the fair queue
- * (who goes next) and the engine window (is the engine's own queue shallow
- * enough to send more). The proxy calls these functions around its I/O; the
+ * (who goes next), the engine window (is the engine's own queue shallow
+ * enough to send more) and the TPOT reservation (would the engine's step
+ * stay within the tightest latency SLO sold). The proxy calls these functions around its I/O; the
  * scenario tests and benchmarks call the very same functions in virtual time
  * against the simulator's engine model, so what they measure is what runs.
  *
@@ -35,6 +36,7 @@
 #include "policy.h"
 #include "pricing.h"
 #include "token_bucket.h"
+#include "tpot_reserve.h"
 
 enum fg_gw_outcome {
 	FG_GW_QUEUED = 0,          /* admitted; wait for fg_gw_dispatch */
@@ -110,6 +112,8 @@ struct fg_gateway {
 	struct fg_fq fq;
 	struct fg_kv_ledger kv;
 	struct fg_engine_window ew;
+	struct fg_tpot_reserve tpot;  /* tiers' tpot_p99_ms: the decode batch's cap */
+	bool others_held;             /* this dispatch: a non-holder's request waits for the batch */
 	struct fg_peak_meter peaks;
 	struct fg_cal_models models;  /* names only: every ratio is per tenant */
 	uint64_t engine_max_model_len;/* the engine's context limit, from /tokenize; 0 unknown */
@@ -128,6 +132,9 @@ void fg_gw_init(struct fg_gateway *gw, const struct fg_policy *p, uint64_t step_
  * in-flight requests follow them. Requests of tenants that left finish
  * (or time out) without touching anyone's bucket. */
 void fg_gw_reload(struct fg_gateway *gw, const struct fg_policy *p, uint64_t now_ns);
+/* Prices from another cost model (calibration under `on`): the TPOT
+ * reservation's batch cap and KV reserve follow it at once. */
+void fg_gw_set_cost_model(struct fg_gateway *gw, const struct fg_cost_model *cm);
 
 /* Whether asking the engine for the prompt's exact count could change what
  * fg_gw_admit decides: the estimate lies between "certainly fits" (the most

@@ -21,6 +21,13 @@ void fg_kv_set_cap(struct fg_kv_ledger *l, uint32_t tenant, uint64_t cap_tokens)
 		l->cap[tenant] = cap_tokens;
 }
 
+uint64_t fg_kv_node_cap_for(const struct fg_kv_ledger *l, uint32_t tenant)
+{
+	if (!l->node_cap || !l->reserve || (tenant < FG_MAX_TENANTS && l->protect[tenant]))
+		return l->node_cap;
+	return l->reserve < l->node_cap ? l->node_cap - l->reserve : 0;
+}
+
 enum fg_kv_verdict fg_kv_check(const struct fg_kv_ledger *l, uint32_t tenant, uint64_t tokens)
 {
 	if (tenant >= FG_MAX_TENANTS)
@@ -28,11 +35,17 @@ enum fg_kv_verdict fg_kv_check(const struct fg_kv_ledger *l, uint32_t tenant, ui
 	uint64_t cap = l->cap[tenant];
 	if (cap && tokens > cap)
 		return FG_KV_NEVER_TENANT;
-	if (l->node_cap && tokens > l->node_cap)
+	/* what the protected could still take is not this tenant's to use */
+	uint64_t kept = 0, node_cap = fg_kv_node_cap_for(l, tenant);
+	if (!l->protect[tenant] && l->reserve) {
+		uint64_t reserve = l->reserve < l->node_cap ? l->reserve : l->node_cap;
+		kept = reserve > l->protected_reserved ? reserve - l->protected_reserved : 0;
+	}
+	if (l->node_cap && (!node_cap || tokens > node_cap))
 		return FG_KV_NEVER_NODE;
 	if (cap && l->reserved[tenant] + tokens > cap)
 		return FG_KV_WAIT;
-	if (l->node_cap && l->node_reserved + tokens > l->node_cap)
+	if (l->node_cap && l->node_reserved + kept + tokens > l->node_cap)
 		return FG_KV_WAIT_NODE;
 	return FG_KV_OK;
 }
@@ -44,6 +57,8 @@ enum fg_kv_verdict fg_kv_reserve(struct fg_kv_ledger *l, uint32_t tenant, uint64
 	if (v == FG_KV_OK) {
 		l->reserved[tenant] += tokens;
 		l->node_reserved += tokens;
+		if (l->protect[tenant])
+			l->protected_reserved += tokens;
 	}
 	return v;
 }
@@ -58,4 +73,31 @@ void fg_kv_release(struct fg_kv_ledger *l, uint32_t tenant, uint64_t tokens)
 
 	l->reserved[tenant] -= held;
 	l->node_reserved -= held < l->node_reserved ? held : l->node_reserved;
+	if (l->protect[tenant])
+		l->protected_reserved -= held < l->protected_reserved ? held : l->protected_reserved;
+}
+
+void fg_kv_recount_protected(struct fg_kv_ledger *l)
+{
+	l->protected_reserved = 0;
+	for (uint32_t i = 0; i < FG_MAX_TENANTS; i++)
+		if (l->protect[i])
+			l->protected_reserved += l->reserved[i];
+}
+
+void fg_kv_set_protected(struct fg_kv_ledger *l, uint32_t tenant, bool protect)
+{
+	if (tenant >= FG_MAX_TENANTS || l->protect[tenant] == protect)
+		return;
+	l->protect[tenant] = protect;
+	if (protect)
+		l->protected_reserved += l->reserved[tenant];
+	else
+		l->protected_reserved -= l->reserved[tenant] < l->protected_reserved
+			? l->reserved[tenant] : l->protected_reserved;
+}
+
+void fg_kv_set_reserve(struct fg_kv_ledger *l, uint64_t tokens)
+{
+	l->reserve = tokens;
 }

@@ -6,6 +6,12 @@
  * hold at most its tier's kv_cap_tokens, and the node's total stays under
  * kv_pool_tokens x headroom, so the engine never has to preempt one tenant's
  * sequences to make room for another's long contexts.
+ *
+ * A TPOT reservation (tpot_reserve.h) protects some tenants: `reserve`
+ * tokens of the node's pool are kept for them, and other tenants fit only
+ * in what is left after what the protected could still take
+ * (reserve - protected_reserved), so the protected never wait for, or are
+ * preempted by, others' memory.
  */
 #ifndef FAIRGATE_KV_LEDGER_H
 #define FAIRGATE_KV_LEDGER_H
@@ -19,6 +25,9 @@ struct fg_kv_ledger {
 	uint64_t node_reserved;
 	uint64_t cap[FG_MAX_TENANTS];      /* 0 = no per-tenant cap */
 	uint64_t reserved[FG_MAX_TENANTS];
+	uint64_t reserve;                  /* kept for the protected (0 = none) */
+	uint64_t protected_reserved;       /* what the protected hold */
+	bool protect[FG_MAX_TENANTS];
 };
 
 enum fg_kv_verdict {
@@ -34,9 +43,17 @@ uint64_t fg_kv_tokens(uint64_t prompt_tokens, uint64_t max_output_tokens, uint32
 
 void fg_kv_init(struct fg_kv_ledger *l, uint64_t pool_tokens, double headroom);
 void fg_kv_set_cap(struct fg_kv_ledger *l, uint32_t tenant, uint64_t cap_tokens);
+/* The most of the node's pool `tenant` may ever hold (0 = no node cap):
+ * the reservable pool, less the reserve unless it is protected. */
+uint64_t fg_kv_node_cap_for(const struct fg_kv_ledger *l, uint32_t tenant);
 enum fg_kv_verdict fg_kv_check(const struct fg_kv_ledger *l, uint32_t tenant, uint64_t tokens);
 /* Reserve if fg_kv_check says OK; returns the verdict. */
 enum fg_kv_verdict fg_kv_reserve(struct fg_kv_ledger *l, uint32_t tenant, uint64_t tokens);
 void fg_kv_release(struct fg_kv_ledger *l, uint32_t tenant, uint64_t tokens);
+/* The protected tenants and their reserve (any number of times; what the
+ * protected hold is recounted from the per-tenant books). */
+void fg_kv_set_protected(struct fg_kv_ledger *l, uint32_t tenant, bool protect);
+void fg_kv_set_reserve(struct fg_kv_ledger *l, uint64_t tokens);
+void fg_kv_recount_protected(struct fg_kv_ledger *l);
 
 #endif

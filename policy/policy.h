@@ -75,6 +75,7 @@ struct fg_tier {
 	double max_queue_s;      /* longest wait in the gateway queue */
 	int32_t priority;        /* vLLM priority (lower = earlier) */
 	uint32_t default_max_tokens; /* reserved output when the request names none */
+	double tpot_p99_ms;      /* latency SLO bought: decode batch capped (0 = none) */
 };
 
 struct fg_cidr {

@@ -128,6 +128,7 @@ static const struct fg_field tier_fields[] = {
 	DBL("max_queue_s", struct fg_tier, max_queue_s, 0, 3600, 0),
 	NUM("priority", FG_K_INT, struct fg_tier, priority, -1e6, 1e6, 0),
 	UINT("default_max_tokens", struct fg_tier, default_max_tokens, 1, 1e9, 0),
+	DBL("tpot_p99_ms", struct fg_tier, tpot_p99_ms, 0, 60000, GT),
 };
 static const struct fg_schema tier_schema = SCHEMA(tier_fields);
 
@@ -149,6 +150,17 @@ static int check_tier(struct fg_pctx *c, const struct fg_ynode *m, const struct 
 		return fg_pfail(c, at_key(m, "default_max_tokens"),
 				"%s: default_max_tokens %u exceeds max_context %llu", path,
 				t->default_max_tokens, (unsigned long long)t->max_context);
+	if (t->tpot_p99_ms > 0) {
+		/* a target one sequence of the tier's longest context misses alone
+		 * cannot be kept by any cap on the batch */
+		struct fg_cost_model cm;
+		fg_cost_model_init(&cm, &c->p->replica);
+		double alone = fg_batch_step_s(&cm, 1, (double)t->max_context, 0);
+		if (alone * 1e3 > t->tpot_p99_ms)
+			return fg_pfail(c, at_key(m, "tpot_p99_ms"),
+					"%s: tpot_p99_ms %g is below the step time of one sequence at the tier's max_context %llu (%.2f ms on the replica's cost model): no cap on the batch can keep it; raise it, or lower max_context",
+					path, t->tpot_p99_ms, (unsigned long long)t->max_context, alone * 1e3);
+	}
 	return 0;
 }
 

@@ -132,7 +132,7 @@ static json_t *scheduling_json(struct fg_proxy *px)
 		json_object_set_new(engine, "running", json_real(px->engine_running));
 		json_object_set_new(engine, "kv_usage", json_real(px->engine_kv_usage));
 	}
-	return json_pack("{s:s, s:s, s:s, s:i, s:f, s:{s:I, s:I}, s:{s:i, s:I, s:f, s:i, s:i, s:i, s:I},"
+	json_t *sc = json_pack("{s:s, s:s, s:s, s:i, s:f, s:{s:I, s:I}, s:{s:i, s:I, s:f, s:i, s:i, s:i, s:I},"
 			 " s:{s:i, s:o},"
 			 " s:{s:f, s:f, s:f, s:f, s:i}, s:o}",
 			 "metering", p->agent.metering == FG_METER_RAW_TOKENS ? "raw_tokens"
@@ -158,6 +158,19 @@ static json_t *scheduling_json(struct fg_proxy *px)
 			 "oversubscription", fg_peak_oversubscription(&gw->peaks),
 			 "windows_closed", (int)gw->peaks.windows_closed,
 			 "engine", engine);
+	const struct fg_tpot_reserve *t = &gw->tpot;
+	if (sc && fg_tpot_active(t))
+		json_object_set_new(sc, "tpot", json_pack(
+			"{s:f, s:I, s:I, s:I, s:I, s:I, s:f}", "target_ms", t->target_s * 1e3,
+			"cap_tokens", (json_int_t)t->cap_tokens,
+			"reserve_tokens", (json_int_t)t->reserve_tokens,
+			"sequences", (json_int_t)t->sequences,
+			"context_tokens", (json_int_t)gw->kv.node_reserved,
+			"holders_tokens", (json_int_t)gw->kv.protected_reserved,
+			"modeled_step_ms", 1e3 * fg_batch_step_s(&gw->cm, t->sequences,
+								 (double)gw->kv.node_reserved,
+								 (double)gw->ew.pending_tokens)));
+	return sc;
 }
 
 /* A model's prices, as `fairgatectl plan --calibrated` and status print them. */

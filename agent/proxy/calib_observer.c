@@ -37,7 +37,7 @@ void fg_pcal_apply_policy(struct fg_pcal *pc, const struct fg_policy *p, struct 
 		fg_calib_follow_set_assumed(&pc->follow, &gw->cm);
 	}
 	if (pc->mode == FG_CALIB_ON)
-		gw->cm = pc->follow.applied;
+		fg_gw_set_cost_model(gw, &pc->follow.applied);
 }
 
 /* The group `cur` is complete: observe it if nothing made it ambiguous.
@@ -189,7 +189,7 @@ void fg_pcal_tick(struct fg_pcal *pc, struct fg_gateway *gw, uint64_t now_ns)
 		log_sharp(pc, f);
 	}
 	if (pc->mode == FG_CALIB_ON)
-		gw->cm = pc->follow.applied;
+		fg_gw_set_cost_model(gw, &pc->follow.applied);
 	else
 		fg_calib_follow_hold(&pc->follow, now_ns); /* advise charges the policy's */
 }

@@ -102,3 +102,24 @@ expect_eq "non-numeric --context is exit 2" "$rc" 2
 "$ctl" plan --policy /nonexistent.yaml >/dev/null 2>"$tmp/e3"; rc=$?
 expect_eq "missing policy file is exit 2" "$rc" 2
 check "missing policy names the file" grep -q '/nonexistent.yaml' "$tmp/e3"
+
+# A TPOT tier: the batch its target allows on the seed replica (7.02 ms of
+# weights + 32.6 ns per token: 89 sequences of 1,700 tokens within 12 ms) and
+# the decode throughput that forgoes (89 / 11.95 ms against 128 / 14.1 ms),
+# priced on the dedicated replica; policy check says the same and refuses a
+# target one sequence misses alone.
+sed -e 's/^  premium:$/&\n    tpot_p99_ms: 12/' "$pol" >"$tmp/tpot.yaml"
+"$ctl" plan --policy "$tmp/tpot.yaml" >"$tmp/tpot.txt" 2>&1
+"$ctl" plan --policy "$tmp/tpot.yaml" --json >"$tmp/tpot.json" 2>&1
+check "plan prints the TPOT reservation's batch" grep -q 'TPOT reservation (tier premium, p99 12 ms): decode batch <= 89 at 1700 tokens of context, step 12.0 ms' "$tmp/tpot.txt"
+check "plan prices what it forgoes next to the dedicated replica" \
+	grep -qE '^  forgone       = 17\.[0-9]% of the replica = \$12[0-9]{2} per month \(dedicated replica \$7200\)' "$tmp/tpot.txt"
+expect_eq "plan --json: the reservation's price is its share of the dedicated replica" \
+	"$(jq -r '.tpot_reservations[0] | ((.usd_per_month - .forgone_share * 7200) | fabs < 1e-6) and .max_batch == 89' "$tmp/tpot.json")" true
+expect_eq "plan --json: no TPOT tier, no tpot_reservations key" "$(j tpot_reservations)" null
+"$ctl" policy check "$tmp/tpot.yaml" >"$tmp/tpot_check.txt" 2>&1
+check "policy check says what the target means" grep -q 'tier premium: tpot_p99_ms 12: decode batch of at most 89 sequences' "$tmp/tpot_check.txt"
+sed -i 's/tpot_p99_ms: 12/tpot_p99_ms: 6/' "$tmp/tpot.yaml"
+"$ctl" policy check "$tmp/tpot.yaml" >"$tmp/tpot_bad.txt" 2>&1; rc=$?
+expect_eq "policy check refuses a target no batch can keep (exit 2)" "$rc" 2
+check "and says why" grep -q 'tpot_p99_ms 6 is below the step time of one sequence' "$tmp/tpot_bad.txt"
