@@ -269,7 +269,7 @@ char *fg_metrics_render(struct fg_proxy *px, size_t *len)
 	fg_buf_printf(&o, "fairgate_connections_refused_total{cap=\"per_source\"} %llu\n",
 		      (unsigned long long)px->conns.refused_per_source);
 	help(&o, "fairgate_buffered_bytes", "gauge",
-	     "Request body bytes the agent holds now, all clients together.");
+	     "Bytes the agent holds for clients now, all together: request bodies, their rewritten copies, relay buffers, response copies.");
 	fg_buf_printf(&o, "fairgate_buffered_bytes %llu\n", (unsigned long long)px->buffered);
 	help(&o, "fairgate_buffered_bytes_limit", "gauge",
 	     "agent.limits.max_buffered_bytes, or the default derived from the memory limit.");

@@ -258,6 +258,15 @@ static void buf_trim(struct fg_buf *b, size_t keep_cap)
 		fg_buf_reset(b);
 }
 
+void fg_client_account(struct fg_client *c)
+{
+	uint64_t held = fg_buf_used(&c->out) + fg_buf_used(&c->x.resp_copy) +
+			(c->x.fwd_body ? c->x.fwd_len : 0);
+
+	c->px->buffered = c->px->buffered - c->held + held;
+	c->held = held;
+}
+
 /* Forget the current exchange; buffers are kept for the next one. */
 static void exchange_reset(struct fg_client *c)
 {
@@ -282,6 +291,7 @@ static void exchange_reset(struct fg_client *c)
 	memset(x, 0, offsetof(struct fg_exchange, hdrs));
 	x->body = body;
 	x->resp_copy = copy;
+	fg_client_account(c);
 }
 
 void fg_client_close(struct fg_client *c)
@@ -303,6 +313,7 @@ void fg_client_close(struct fg_client *c)
 	close(c->fd);
 	fg_buf_free(&c->in);
 	fg_buf_free(&c->out);
+	fg_client_account(c);
 	fg_link_del(&c->link);
 	px->n_clients--;
 	fg_conn_release(&px->conns, c->source);
@@ -314,7 +325,7 @@ void fg_client_close(struct fg_client *c)
 static void begin_closing(struct fg_client *c)
 {
 	c->state = CL_CLOSING;
-	c->deadline_ns = fg_now_ns() + FG_LINGER_NS;
+	c->deadline_ns = fg_now_ns() + (c->slow_close ? c->px->idle_ns : FG_LINGER_NS);
 	c->timeout_status = 0;
 	fg_buf_reset(&c->in);
 	fg_client_update_events(c);
@@ -343,6 +354,7 @@ static int flush_or_close(struct fg_client *c)
 		shutdown(c->fd, SHUT_WR);
 		c->closing_sent = true;
 	}
+	fg_client_account(c);
 	if (c->x.up && c->x.up->paused && fg_buf_used(&c->out) < FG_OUT_LOW)
 		fg_upstream_resume(c->x.up);
 	fg_client_update_events(c);
@@ -397,7 +409,7 @@ void fg_client_error(struct fg_client *c, int status, const char *type, const ch
 
 /* A body the buffered-bytes budget cannot hold: the client may retry soon
  * (the bodies held now are forwarded or refused within body_s). */
-static void over_budget(struct fg_client *c)
+static void over_budget(struct fg_client *c, bool body_read)
 {
 	char msg[200];
 
@@ -407,7 +419,8 @@ static void over_budget(struct fg_client *c)
 		 "the gateway holds as many request bytes as its memory budget allows (%" PRIu64
 		 " bytes, agent.limits.max_buffered_bytes); retry shortly",
 		 c->px->max_buffered);
-	c->x.complete = false; /* the body was not read: the connection cannot be reused */
+	if (!body_read)
+		c->x.complete = false; /* the connection cannot be reused */
 	fg_client_error(c, 503, "server_error", "overloaded", NULL, msg, "Retry-After: 1\r\n");
 }
 
@@ -428,7 +441,7 @@ static void bad_http(struct fg_client *c)
 	else if (status == 500)
 		snprintf(msg, sizeof(msg), "out of memory while reading the request");
 	else if (status == 503) {
-		over_budget(c);
+		over_budget(c, false);
 		return;
 	}
 	else
@@ -546,6 +559,28 @@ static void refuse_never(struct fg_client *c, const struct fg_gw_decision *d)
 	fg_client_error(c, 400, "invalid_request_error", "request_exceeds_quota",
 			pr->output_tokens > pr->prompt_tokens ? "max_tokens" : "messages",
 			msg, "x-should-retry: false\r\n");
+}
+
+/* The tenant already has agent.limits.max_inflight_per_tenant requests
+ * admitted and not answered (queued or at the engine). No Retry-After: when
+ * one of them ends depends on outputs not generated yet, and a guess would
+ * not be the truthful one the 429s of the bucket give; OpenAI's clients
+ * back off on their own. Its running requests are not touched. */
+static bool refuse_inflight(struct fg_client *c)
+{
+	struct fg_exchange *x = &c->x;
+	uint32_t cap = c->px->st->policy->agent.limits.max_inflight_per_tenant;
+	char msg[320];
+
+	if (!cap || c->px->gw->t[x->tenant->id].inflight < cap)
+		return false;
+	fg_tenants_count(x->tenant, FG_OUT_INFLIGHT_LIMITED);
+	snprintf(msg, sizeof(msg),
+		 "Tenant '%s' has %u requests in flight, the most the gateway holds for one tenant "
+		 "(agent.limits.max_inflight_per_tenant); retry when one of them has finished.",
+		 x->tenant->name, cap);
+	fg_client_error(c, 429, "rate_limit_error", "too_many_requests_in_flight", NULL, msg, NULL);
+	return true;
 }
 
 /* Refusals for the request's size: they do not depend on the rate, so they
@@ -675,6 +710,9 @@ static bool admit(struct fg_client *c)
 	struct fg_proxy *px = c->px;
 	struct fg_exchange *x = &c->x;
 	uint64_t now = fg_now_ns();
+
+	if (refuse_inflight(c))
+		return false;
 	struct fg_gw_decision d = fg_gw_admit(px->gw, &x->gwr, x->tenant->id, x->info.model,
 					      &x->info.shape, now);
 
@@ -767,6 +805,11 @@ static bool admit_and_go(struct fg_client *c)
 	struct fg_exchange *x = &c->x;
 	uint64_t t0 = fg_now_ns();
 
+	/* the rewritten copy is about one more body: it is held too */
+	if (x->json_body && px->buffered + fg_buf_used(&x->body) > px->max_buffered) {
+		over_budget(c, true);
+		return false;
+	}
 	if (!admit(c))
 		return false;
 	if (!rewrite_body(c)) {
@@ -774,6 +817,7 @@ static bool admit_and_go(struct fg_client *c)
 				"could not prepare the request for the engine", NULL);
 		return false;
 	}
+	fg_client_account(c);
 	fg_metrics_observe_decision(&px->metrics, fg_now_ns() - t0);
 	c->state = CL_ADMITTED;
 	if (!x->long_ctx)
@@ -918,7 +962,7 @@ static bool check_heads(struct fg_client *c)
 	/* a declared length that cannot be held is refused before it is sent */
 	uint64_t declared = c->parser.flags & F_CHUNKED ? 0 : c->parser.content_length;
 	if (declared != ULLONG_MAX && px->buffered + declared > px->max_buffered) {
-		over_budget(c);
+		over_budget(c, false);
 		return false;
 	}
 	if (x->want_continue)

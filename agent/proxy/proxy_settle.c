@@ -77,7 +77,8 @@ void fg_exchange_settle(struct fg_client *c, enum fg_outcome o)
 
 	/* 2. the gateway (policy/gateway.c): the bucket charged for what ran,
 	 * the reservation, KV and engine-window slot released; a stream ended at its first chunk ran its prefill: billed for it */
-	bool ran = o == FG_OUT_OK || o == FG_OUT_CLIENT_GONE || (x->cut_off && o == x->cut_outcome);
+	bool ran = o == FG_OUT_OK || o == FG_OUT_CLIENT_GONE || o == FG_OUT_CLIENT_STALLED ||
+		   o == FG_OUT_REQUEST_TIMEOUT || (x->cut_off && o == x->cut_outcome);
 	bool served = ran && r->state != FG_GW_S_QUEUED;
 	if (served) {
 		if (!have_usage) {

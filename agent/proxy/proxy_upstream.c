@@ -215,9 +215,10 @@ static int build_request(struct fg_client *c, struct fg_upstream *u)
 	rc |= fg_buf_append_str(o, " HTTP/1.1\r\n");
 	for (uint32_t i = 0; i < h->n; i++) {
 		/* the tenant's credentials stop here: a process that takes the
-		 * engine's port must learn no key (identify() reads these two) */
+		 * engine's port must learn no key nor session (identify() reads
+		 * the tenant header and Authorization) */
 		if (fg_hop_by_hop(h, i) || fg_hdr_is(h, i, FG_TENANT_HEADER) ||
-		    fg_hdr_is(h, i, "authorization"))
+		    fg_hdr_credential(h, i))
 			continue;
 		has_host |= fg_hdr_is(h, i, "host");
 		rc |= fg_buf_append(o, h->raw.data + h->h[i].name, h->h[i].name_len);
@@ -415,14 +416,13 @@ static bool stream_prompt_known(void *ctx, double prompt_tokens)
 	return false;
 }
 
-/* The stream was stopped at its first chunk: the client gets an error
- * event in OpenAI's shape and the end of the stream; the engine's
- * connection is closed (it stops generating). */
-static int end_cut_stream(struct fg_client *c)
+/* A stream the gateway ends: the client gets an error event in OpenAI's
+ * shape and the end of the stream (its last chunk when chunked). */
+static int end_stream_with_error(struct fg_client *c, const char *type, const char *code,
+				 const char *param, const char *message)
 {
 	struct fg_exchange *x = &c->x;
-	char *err = fg_error_json("invalid_request_error", x->cut_code,
-				  x->api == FG_API_CHAT ? "messages" : "prompt", x->cut_reason);
+	char *err = fg_error_json(type, code, param, message);
 	struct fg_buf ev = { 0 };
 	int rc = !err || fg_buf_printf(&ev, "data: %s\n\ndata: [DONE]\n\n", err) ? -1 : 0;
 
@@ -434,6 +434,16 @@ static int end_cut_stream(struct fg_client *c)
 		rc |= fg_buf_append(&c->out, "0\r\n\r\n", 5);
 	x->resp_done = true;
 	return rc;
+}
+
+/* The stream was stopped at its first chunk; the engine's connection is
+ * closed (it stops generating). */
+static int end_cut_stream(struct fg_client *c)
+{
+	struct fg_exchange *x = &c->x;
+
+	return end_stream_with_error(c, "invalid_request_error", x->cut_code,
+				     x->api == FG_API_CHAT ? "messages" : "prompt", x->cut_reason);
 }
 
 static bool is_event_stream(const struct fg_hdrs *h)
@@ -748,8 +758,12 @@ static void upstream_read(struct fg_upstream *u)
 		}
 		if (fg_client_flush(c))
 			return; /* the client went away, taking this connection with it */
-		if (fg_buf_used(&c->out) > FG_OUT_HIGH) {
-			u->paused = true; /* the client reads slower than the engine writes */
+		/* the client reads slower than the engine writes, or the budget
+		 * is spent and this client holds a relay buffer's worth already */
+		if (fg_buf_used(&c->out) > FG_OUT_HIGH ||
+		    (fg_buf_used(&c->out) > FG_OUT_LOW && u->px->buffered > u->px->max_buffered)) {
+			u->paused = true;
+			u->paused_since_ns = fg_now_ns();
 			set_events(u, 0);
 			return;
 		}
@@ -799,17 +813,72 @@ static void upstream_cb(struct fg_loop *loop, int fd, uint32_t events, void *ctx
 		upstream_read(u);
 }
 
+/* The engine is held for a client that is not served by it: its relay
+ * buffer stayed full past agent.timeouts.idle_s (it reads, but slower than
+ * a stream is made), or the request outlived agent.timeouts.request_s.
+ * The engine's connection closes (the engine stops generating), the
+ * request is settled at what the engine produced, and the client's
+ * connection closes after what is buffered for it (or idle_s later, as
+ * for any client that stops reading): a stream's last event
+ * is an error in OpenAI's shape, any other answer is cut short (no final
+ * chunk, or fewer bytes than its Content-Length). Before any of the answer
+ * was sent, the client gets a 504 instead and is refunded. */
+static void end_held(struct fg_upstream *u, enum fg_outcome o, const char *code, const char *message)
+{
+	struct fg_client *c = u->client;
+	struct fg_exchange *x = &c->x;
+
+	if (!x->head_sent) {
+		fail(u, 504, code, message, false);
+		return;
+	}
+	x->up = NULL;
+	u->client = NULL;
+	fg_upstream_close(u);
+	if (x->sse && !x->resp_done)
+		(void)end_stream_with_error(c, o == FG_OUT_REQUEST_TIMEOUT ? "timeout_error" : "server_error",
+					    code, NULL, message);
+	fg_overload_log(c->px, o == FG_OUT_REQUEST_TIMEOUT ? "request time limit (agent.timeouts.request_s)"
+							   : "relay-buffer stall limit (agent.timeouts.idle_s)");
+	if (x->reserved)
+		fg_exchange_settle(c, o);
+	x->resp_until_close = true; /* the client is behind: the connection goes */
+	c->slow_close = true;       /* once it has taken what is buffered for it */
+	fg_client_exchange_done(c);
+}
+
 void fg_upstream_sweep(struct fg_upstream *u, uint64_t now)
 {
+	struct fg_proxy *px = u->px;
+
 	if (u->idle) {
 		if (now - u->idle_since_ns > FG_POOL_IDLE_NS)
 			fg_upstream_close(u);
 		return;
 	}
-	if (u->paused || !u->client || now < u->deadline_ns)
+	if (!u->client)
+		return;
+	struct fg_client *c = u->client;
+	char msg[256];
+	if (now - c->x.started_ns >= px->request_ns) {
+		snprintf(msg, sizeof(msg),
+			 "the request was ended after %.0f s, the gateway's limit on one request's time (agent.timeouts.request_s)",
+			 (double)px->request_ns / 1e9);
+		end_held(u, FG_OUT_REQUEST_TIMEOUT, "request_timeout", msg);
+		return;
+	}
+	if (u->paused) {
+		if (now - u->paused_since_ns < px->idle_ns)
+			return;
+		snprintf(msg, sizeof(msg),
+			 "the stream was ended: the client did not read it as fast as it was generated (%u KiB waited for it for %.0f s, agent.timeouts.idle_s); billed for what was generated",
+			 FG_OUT_HIGH >> 10, (double)px->idle_ns / 1e9);
+		end_held(u, FG_OUT_CLIENT_STALLED, "client_too_slow", msg);
+		return;
+	}
+	if (now < u->deadline_ns)
 		return;
 	if (u->connecting) {
-		struct fg_client *c = u->client;
 		c->x.up = NULL;
 		u->client = NULL;
 		fg_upstream_close(u);
