@@ -171,8 +171,10 @@ hold() {
 				"$key" "${#body}" "$body" >&$fd
 		done
 		if [ -n "$file" ]; then
+			# no read -t: bash times a read with select(), which aborts
+			# on an fd past FD_SETSIZE (1024); hold gives up after 300 s
 			for fd in "${fds[@]}"; do
-				read -r -t 120 -u "$fd" line && [[ $line == "HTTP/1.1 200"* ]] && answered=$((answered + 1))
+				read -r -u "$fd" line && [[ $line == "HTTP/1.1 200"* ]] && answered=$((answered + 1))
 			done
 		fi
 		echo "held ${#fds[@]} answered $answered" >"$out"

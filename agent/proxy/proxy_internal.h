@@ -119,8 +119,6 @@ struct fg_exchange {
 	char cut_code[32];
 	char cut_reason[200];
 
-	/* last: an exchange's end zeroes everything above (offsetof hdrs) but
-	 * only resets these two ~1.6 KiB tables (an entry is set when used) */
 	struct fg_hdrs hdrs;
 	struct fg_hdrs rhdrs;     /* the engine's response headers */
 };
@@ -153,7 +151,9 @@ struct fg_client {
 	uint8_t key_len;          /* 0: none remembered */
 	char key[FG_KEY_MEMO_MAX];
 	uint8_t key_hash[32];
-	struct fg_exchange x;
+	/* the request under way, allocated at its first byte and freed at its
+	 * end: an idle keep-alive connection holds none (nor any buffer) */
+	struct fg_exchange *x;
 };
 
 /* Keep-alive connections to one upstream address. */

@@ -50,14 +50,14 @@ void fg_exchange_settle(struct fg_client *c, enum fg_outcome o)
 {
 	struct fg_proxy *px = c->px;
 	struct fg_gateway *gw = px->gw;
-	struct fg_exchange *x = &c->x;
+	struct fg_exchange *x = c->x;
 	struct fg_gw_request *r = &x->gwr;
 	struct fg_usage u = { 0 };
 	bool have_usage = false;
 	double billed = 0;
 	uint64_t now = fg_now_ns();
 
-	if (!x->reserved || !x->tenant)
+	if (!x || !x->reserved || !x->tenant)
 		return;
 	x->reserved = false;
 
