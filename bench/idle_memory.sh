@@ -66,8 +66,10 @@ agent:
   salt_secret_file: $TMP/salt.key
   timeouts: {header_s: 300, body_s: 300, idle_s: 300}
   # N connections from one client address: the derived caps (half the
-  # fds, half of that per source) are below 10,000 at a nofile of 20,000
-  limits: {max_connections: $((N + 2000)), max_connections_per_source: $((N + 2000))}
+  # fds, half of that per source) are below 10,000 at a nofile of 20,000,
+  # and one tenant sends all N requests at once (past 256 in flight: 429)
+  limits: {max_connections: $((N + 2000)), max_connections_per_source: $((N + 2000)),
+           max_inflight_per_tenant: $((N + 2000))}
 POLICY
 mkdir -p "$TMP/nginx/logs"
 cat >"$TMP/nginx/nginx.conf" <<NGINX
