@@ -61,9 +61,11 @@ agent:
   timeouts: {header_s: 300, body_s: 300, idle_s: 300}
   # every connection the client opens (one address), not the defaults'
   # half of the fds and half of that per source, which would cut the run;
-  # and every 64 KiB body at once (10,000 of them are 640 MiB, past the
-  # default budget of 256 MiB, which would answer some 503 instead)
-  limits: {max_connections: $((N + 100)), max_connections_per_source: $((N + 100)),
+  # all N requests of the one tenant at once (past 256 in flight: 429); and
+  # every 64 KiB body at once (10,000 of them are 640 MiB, past the default
+  # budget of 256 MiB, which would answer some 503 instead)
+  limits: {max_connections: $((N + 2000)), max_connections_per_source: $((N + 2000)),
+           max_inflight_per_tenant: $((N + 2000)),
            max_buffered_bytes: $(( (N + 100) * 128 * 1024 > 1 << 30 ? (N + 100) * 128 * 1024 : 1 << 30 ))}
 POLICY
 mkdir -p "$TMP/nginx/logs"
@@ -171,9 +173,9 @@ hold() {
 				"$key" "${#body}" "$body" >&$fd
 		done
 		if [ -n "$file" ]; then
+			# no read -t: bash times a read with select(), which aborts
+			# on an fd past FD_SETSIZE (1024); hold gives up after 300 s
 			for fd in "${fds[@]}"; do
-				# no read -t: bash waits with select(), which aborts on an
-				# fd past FD_SETSIZE (1024); the caller gives up after 300 s
 				read -r -u "$fd" line && [[ $line == "HTTP/1.1 200"* ]] && answered=$((answered + 1))
 			done
 		fi

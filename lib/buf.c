@@ -15,7 +15,9 @@ int fg_buf_reserve(struct fg_buf *b, size_t more)
 		b->off = 0;
 		return 0;
 	}
-	size_t need = b->len + more, cap = b->cap ? b->cap : 4096;
+	/* a first block the size of what arrives (a connection's buffers are
+	 * freed between requests, so they start small again), then doubling */
+	size_t need = b->len + more, cap = b->cap ? b->cap : FG_BUF_MIN_CAP;
 	while (cap < need)
 		cap *= 2;
 	char *n = realloc(b->data, cap);

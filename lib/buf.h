@@ -11,6 +11,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#define FG_BUF_MIN_CAP 256 /* a buffer's first block, at least */
+
 struct fg_buf {
 	char *data;
 	size_t off, len, cap;

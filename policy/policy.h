@@ -191,12 +191,14 @@ struct fg_agent {
 	double kv_headroom;                 /* fraction of the pool the node may reserve */
 	double peak_window_s;               /* peak units/s measured over windows this long (60) */
 	char salt_secret_file[FG_PATH_MAX]; /* per-tenant cache salts derive from it; "" = unset */
-	/* proxy timeouts, seconds (agent.timeouts: header_s, body_s, idle_s, upstream_s) */
+	/* proxy timeouts, seconds (agent.timeouts: header_s, body_s, idle_s,
+	 * upstream_s, tokenize_s, request_s) */
 	double header_timeout_s;            /* request line + headers must arrive within */
 	double body_timeout_s;              /* the body must arrive within, after the headers */
 	double idle_timeout_s;              /* keep-alive connection with no request */
 	double upstream_timeout_s;          /* engine silent (no byte) for this long: 504 */
 	double tokenize_timeout_s;          /* the engine's /tokenize must answer within */
+	double request_timeout_s;           /* a request's whole life, from its first byte (3600) */
 	uint32_t n_passthrough;
 	struct fg_passthrough passthrough[FG_MAX_PASSTHROUGH];
 	/* transparent mode: with no agent listener, steer lets connections

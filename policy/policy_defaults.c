@@ -61,6 +61,9 @@ void fg_policy_defaults(struct fg_policy *p)
 	a->idle_timeout_s = 60;
 	a->upstream_timeout_s = 600;
 	a->tokenize_timeout_s = 2;
+	/* a long stream's whole life: 32K output tokens at 10 tokens/s is
+	 * ~55 min; a request past it holds a slot nobody is served by */
+	a->request_timeout_s = 3600;
 	a->steer_fail_open = 1;
 	a->fleet.period_s = 2;
 	a->fleet.buffer_s = 1;

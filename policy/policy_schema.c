@@ -411,6 +411,7 @@ static const struct fg_field timeouts_fields[] = {
 	DBL("idle_s", struct fg_agent, idle_timeout_s, 0, 86400, GT),
 	DBL("upstream_s", struct fg_agent, upstream_timeout_s, 0, 86400, GT),
 	DBL("tokenize_s", struct fg_agent, tokenize_timeout_s, 0, 60, GT),
+	DBL("request_s", struct fg_agent, request_timeout_s, 0, 604800, GT),
 };
 static const struct fg_schema timeouts_schema = SCHEMA(timeouts_fields);
 

@@ -42,6 +42,7 @@ struct sim_http_conn {
 	bool hvalue_dropped;    /* the current value was too long to keep */
 	struct buf auth;        /* the first Authorization header's value */
 	bool has_auth;          /* auth holds it (it was kept) */
+	bool has_cookie;        /* a Cookie header came */
 	bool auth_seen;         /* an Authorization header came: later ones are ignored */
 	bool expect_continue;
 	bool too_large;
@@ -119,7 +120,7 @@ static int on_message_begin(http_parser *p)
 	c->url.len = c->body.len = 0;
 	c->hfield.len = c->hvalue.len = c->auth.len = 0;
 	c->hvalue_last = c->hvalue_dropped = false;
-	c->has_auth = c->auth_seen = false;
+	c->has_auth = c->auth_seen = c->has_cookie = false;
 	c->expect_continue = false;
 	c->too_large = false;
 	return 0;
@@ -138,6 +139,8 @@ static void header_done(struct sim_http_conn *c)
 		c->has_auth = !c->hvalue_dropped &&
 			      !buf_put(&c->auth, c->hvalue.p ? c->hvalue.p : "", c->hvalue.len);
 	}
+	if (c->hfield.p && !strcasecmp(c->hfield.p, "cookie"))
+		c->has_cookie = true;
 	c->hvalue_dropped = false;
 	c->hfield.len = c->hvalue.len = 0;
 	if (c->hfield.p)
@@ -237,6 +240,7 @@ static void dispatch(struct sim_http_conn *c)
 		.body = c->body.p ? c->body.p : "",
 		.body_len = c->body.len,
 		.authorization = c->has_auth ? (c->auth.p ? c->auth.p : "") : NULL,
+		.cookie = c->has_cookie,
 	};
 	s->cb.on_request(s->ctx, c, &r);
 }

@@ -24,6 +24,7 @@ struct sim_http_request {
 	const char *body;
 	size_t body_len;
 	const char *authorization; /* the Authorization header, NULL if absent */
+	bool cookie;          /* a Cookie header came (the gateway must strip it) */
 };
 
 struct sim_http_callbacks {

@@ -65,6 +65,12 @@ const char *fg_hdrs_get(const struct fg_hdrs *h, const char *name, size_t *len)
  * Length and Expect are also dropped: the proxy frames each hop itself.
  * Every header of every request and response passes here: the length
  * picks the one or two names worth comparing. */
+bool fg_hdr_credential(const struct fg_hdrs *h, uint32_t i)
+{
+	return fg_hdr_is(h, i, "authorization") || fg_hdr_is(h, i, "cookie") ||
+	       fg_hdr_is(h, i, "proxy-authorization");
+}
+
 bool fg_hop_by_hop(const struct fg_hdrs *h, uint32_t i)
 {
 	/* every name below starts with one of these: x-... and most others

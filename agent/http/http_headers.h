@@ -40,6 +40,9 @@ static inline bool fg_hdr_is(const struct fg_hdrs *h, uint32_t i, const char *na
 const char *fg_hdr_value(const struct fg_hdrs *h, uint32_t i, size_t *len);
 const char *fg_hdrs_get(const struct fg_hdrs *h, const char *name, size_t *len);
 bool fg_hop_by_hop(const struct fg_hdrs *h, uint32_t i);
+/* The client's credentials: Authorization, Proxy-Authorization, Cookie
+ * (never forwarded to the engine). */
+bool fg_hdr_credential(const struct fg_hdrs *h, uint32_t i);
 /* A complete response head at the start of p[0, n) in its common form
  * (HTTP/1.1, status 200-599 with a body, one Content-Length, no framing or
  * connection headers, plain names and values) read into the empty h:

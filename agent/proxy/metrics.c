@@ -265,7 +265,7 @@ static const struct node_metric node_metrics[] = {
 	{ "fairgate_client_connections_limit", "gauge", n_client_connections_limit,
 	  "agent.limits.max_connections, or the default derived from the fd limit." },
 	{ "fairgate_buffered_bytes", "gauge", n_buffered_bytes,
-	  "Request body bytes the agent holds now, all clients together." },
+	  "Bytes the agent holds for clients now, all together: request bodies, their rewritten copies, relay buffers, response copies." },
 	{ "fairgate_buffered_bytes_limit", "gauge", n_buffered_bytes_limit,
 	  "agent.limits.max_buffered_bytes, or the default derived from the memory limit." },
 	{ "fairgate_over_budget_total", "counter", n_over_budget_total,

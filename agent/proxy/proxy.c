@@ -101,6 +101,7 @@ static void take_config(struct fg_proxy *px, const struct fg_policy *p)
 	px->idle_ns = (uint64_t)(a->idle_timeout_s * 1e9);
 	px->upstream_ns = (uint64_t)(a->upstream_timeout_s * 1e9);
 	px->tokenize_ns = (uint64_t)(a->tokenize_timeout_s * 1e9);
+	px->request_ns = (uint64_t)(a->request_timeout_s * 1e9);
 	px->max_body = a->max_body_bytes ? a->max_body_bytes : (8u << 20);
 	px->max_connections = a->limits.max_connections ? a->limits.max_connections
 							: px->derived_connections;

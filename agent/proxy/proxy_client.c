@@ -23,8 +23,6 @@
 #include "agent/proxy/proxy_internal.h"
 
 #define READ_CHUNK (64u << 10)
-#define KEEP_BUF_CAP (256u << 10) /* larger buffers are freed between requests */
-#define KEEP_COPY_CAP (16u << 10) /* a response copy is kept only when small */
 
 static void client_cb(struct fg_loop *loop, int fd, uint32_t events, void *ctx);
 static void process_input(struct fg_client *c);
@@ -41,8 +39,8 @@ static int on_begin(http_parser *p)
 	struct fg_client *c = of(p);
 	uint64_t now = fg_now_ns();
 
-	c->x.started = true;
-	c->x.started_ns = now;
+	c->x->started = true;
+	c->x->started_ns = now;
 	c->deadline_ns = now + c->px->header_ns;
 	c->timeout_status = 408;
 	return 0;
@@ -50,7 +48,7 @@ static int on_begin(http_parser *p)
 
 static int on_url(http_parser *p, const char *at, size_t len)
 {
-	struct fg_exchange *x = &of(p)->x;
+	struct fg_exchange *x = of(p)->x;
 
 	if (!x->url_len)
 		x->url = (uint32_t)x->hdrs.raw.len;
@@ -60,7 +58,7 @@ static int on_url(http_parser *p, const char *at, size_t len)
 
 static int on_field(http_parser *p, const char *at, size_t len)
 {
-	struct fg_exchange *x = &of(p)->x;
+	struct fg_exchange *x = of(p)->x;
 
 	if (fg_hdrs_on_field(&x->hdrs, at, len)) {
 		x->reject_status = x->hdrs.overflow ? 431 : 500;
@@ -71,7 +69,7 @@ static int on_field(http_parser *p, const char *at, size_t len)
 
 static int on_value(http_parser *p, const char *at, size_t len)
 {
-	struct fg_exchange *x = &of(p)->x;
+	struct fg_exchange *x = of(p)->x;
 
 	if (fg_hdrs_on_value(&x->hdrs, at, len)) {
 		x->reject_status = 500;
@@ -92,7 +90,7 @@ static bool expects_continue(const struct fg_hdrs *h, bool *other)
 static int on_headers(http_parser *p)
 {
 	struct fg_client *c = of(p);
-	struct fg_exchange *x = &c->x;
+	struct fg_exchange *x = c->x;
 	bool chunked = p->flags & F_CHUNKED;
 	bool has_length = !chunked && p->content_length != ULLONG_MAX && p->content_length > 0;
 	bool other_expect;
@@ -124,7 +122,7 @@ static int on_headers(http_parser *p)
 static int on_body(http_parser *p, const char *at, size_t len)
 {
 	struct fg_client *c = of(p);
-	struct fg_exchange *x = &c->x;
+	struct fg_exchange *x = c->x;
 
 	if (fg_buf_used(&x->body) + len > c->px->max_body) {
 		x->reject_status = 413;
@@ -145,7 +143,7 @@ static int on_body(http_parser *p, const char *at, size_t len)
 
 static int on_complete(http_parser *p)
 {
-	of(p)->x.complete = true;
+	of(p)->x->complete = true;
 	http_parser_pause(p, 1); /* one exchange at a time: the rest stays buffered */
 	return 0;
 }
@@ -250,19 +248,24 @@ void fg_client_accept(struct fg_proxy *px, int fd, const struct sockaddr_storage
 	px->metrics.connections_total++;
 }
 
-static void buf_trim(struct fg_buf *b, size_t keep_cap)
+void fg_client_account(struct fg_client *c)
 {
-	if (b->cap > keep_cap)
-		fg_buf_free(b);
-	else
-		fg_buf_reset(b);
+	const struct fg_exchange *x = c->x;
+	uint64_t held = fg_buf_used(&c->out) +
+			(x ? fg_buf_used(&x->resp_copy) + (x->fwd_body ? x->fwd_len : 0) : 0);
+
+	c->px->buffered = c->px->buffered - c->held + held;
+	c->held = held;
 }
 
-/* Forget the current exchange; buffers are kept for the next one. */
+/* End the current exchange and free it with every buffer it held: memory
+ * follows requests, not connections. */
 static void exchange_reset(struct fg_client *c)
 {
-	struct fg_exchange *x = &c->x;
+	struct fg_exchange *x = c->x;
 
+	if (!x)
+		return;
 	/* the gateway links x->gwr into its lists: never forget it while live */
 	if (x->reserved)
 		fg_exchange_settle(c, FG_OUT_CLIENT_GONE);
@@ -272,37 +275,48 @@ static void exchange_reset(struct fg_client *c)
 	free(x->fwd_body);
 	fg_sse_free(&x->sse_state);
 	c->px->buffered -= x->body_held;
-	struct fg_buf body = x->body, copy = x->resp_copy;
-	fg_hdrs_reset(&x->hdrs);
-	fg_hdrs_reset(&x->rhdrs);
-	buf_trim(&x->hdrs.raw, KEEP_BUF_CAP);
-	buf_trim(&x->rhdrs.raw, KEEP_BUF_CAP);
-	buf_trim(&body, KEEP_BUF_CAP);
-	buf_trim(&copy, KEEP_COPY_CAP);
-	memset(x, 0, offsetof(struct fg_exchange, hdrs));
-	x->body = body;
-	x->resp_copy = copy;
+	fg_buf_free(&x->hdrs.raw);
+	fg_buf_free(&x->rhdrs.raw);
+	fg_buf_free(&x->body);
+	fg_buf_free(&x->resp_copy);
+	free(x);
+	c->x = NULL;
+	fg_client_account(c);
+}
+
+/* The request body is no longer needed once its rewritten copy exists, and
+ * neither is once the engine answers (no retry after its first byte): they
+ * go, with their share of the budget. */
+void fg_client_drop_body(struct fg_client *c, bool forwarded_too)
+{
+	struct fg_exchange *x = c->x;
+
+	if (forwarded_too || x->fwd_body) {
+		c->px->buffered -= x->body_held;
+		x->body_held = 0;
+		fg_buf_free(&x->body);
+	}
+	if (forwarded_too) {
+		free(x->fwd_body);
+		x->fwd_body = NULL;
+		x->fwd_len = 0;
+	}
+	fg_client_account(c);
 }
 
 void fg_client_close(struct fg_client *c)
 {
 	struct fg_proxy *px = c->px;
-	struct fg_exchange *x = &c->x;
+	struct fg_exchange *x = c->x;
 
-	if (x->up)
+	if (x && x->up)
 		fg_upstream_abort(x->up); /* the engine stops generating for nobody */
-	if (x->reserved)
-		fg_exchange_settle(c, FG_OUT_CLIENT_GONE);
-	exchange_reset(c);
-	fg_hdrs_reset(&x->hdrs);
-	fg_buf_free(&x->hdrs.raw);
-	fg_buf_free(&x->rhdrs.raw);
-	fg_buf_free(&x->body);
-	fg_buf_free(&x->resp_copy);
+	exchange_reset(c);        /* settles what was admitted: billed what it got */
 	fg_loop_del(px->st->loop, c->fd);
 	close(c->fd);
 	fg_buf_free(&c->in);
 	fg_buf_free(&c->out);
+	fg_client_account(c);
 	fg_link_del(&c->link);
 	px->n_clients--;
 	fg_conn_release(&px->conns, c->source);
@@ -314,7 +328,7 @@ void fg_client_close(struct fg_client *c)
 static void begin_closing(struct fg_client *c)
 {
 	c->state = CL_CLOSING;
-	c->deadline_ns = fg_now_ns() + FG_LINGER_NS;
+	c->deadline_ns = fg_now_ns() + (c->slow_close ? c->px->idle_ns : FG_LINGER_NS);
 	c->timeout_status = 0;
 	fg_buf_reset(&c->in);
 	fg_client_update_events(c);
@@ -343,8 +357,11 @@ static int flush_or_close(struct fg_client *c)
 		shutdown(c->fd, SHUT_WR);
 		c->closing_sent = true;
 	}
-	if (c->x.up && c->x.up->paused && fg_buf_used(&c->out) < FG_OUT_LOW)
-		fg_upstream_resume(c->x.up);
+	if (!fg_buf_used(&c->out))
+		fg_buf_free(&c->out); /* sized again by the next answer */
+	fg_client_account(c);
+	if (c->x && c->x->up && c->x->up->paused && fg_buf_used(&c->out) < FG_OUT_LOW)
+		fg_upstream_resume(c->x->up);
 	fg_client_update_events(c);
 	return 0;
 }
@@ -370,8 +387,8 @@ void fg_client_send_early(struct fg_client *c)
 
 static void count_refusal(struct fg_client *c, enum fg_outcome o)
 {
-	if (c->x.tenant)
-		fg_tenants_count(c->x.tenant, o);
+	if (c->x && c->x->tenant)
+		fg_tenants_count(c->x->tenant, o);
 	else
 		c->px->metrics.malformed++;
 }
@@ -380,10 +397,10 @@ void fg_client_error(struct fg_client *c, int status, const char *type, const ch
 		     const char *param, const char *message, const char *extra_headers)
 {
 	/* after a malformed or unfinished request the byte stream is lost */
-	bool keep = c->keep_alive && c->x.complete;
+	bool keep = c->keep_alive && c->x && c->x->complete;
 
 	fg_http_error(&c->out, status, type, code, param, message, extra_headers, !keep);
-	if (c->x.reserved)
+	if (c->x && c->x->reserved)
 		fg_exchange_settle(c, FG_OUT_ENGINE_ERROR);
 	exchange_reset(c);
 	if (keep) {
@@ -397,7 +414,7 @@ void fg_client_error(struct fg_client *c, int status, const char *type, const ch
 
 /* A body the buffered-bytes budget cannot hold: the client may retry soon
  * (the bodies held now are forwarded or refused within body_s). */
-static void over_budget(struct fg_client *c)
+static void over_budget(struct fg_client *c, bool body_read)
 {
 	char msg[200];
 
@@ -407,13 +424,14 @@ static void over_budget(struct fg_client *c)
 		 "the gateway holds as many request bytes as its memory budget allows (%" PRIu64
 		 " bytes, agent.limits.max_buffered_bytes); retry shortly",
 		 c->px->max_buffered);
-	c->x.complete = false; /* the body was not read: the connection cannot be reused */
+	if (!body_read)
+		c->x->complete = false; /* the connection cannot be reused */
 	fg_client_error(c, 503, "server_error", "overloaded", NULL, msg, "Retry-After: 1\r\n");
 }
 
 static void bad_http(struct fg_client *c)
 {
-	struct fg_exchange *x = &c->x;
+	struct fg_exchange *x = c->x;
 	enum http_errno e = HTTP_PARSER_ERRNO(&c->parser);
 	char msg[256];
 	int status = x->reject_status ? x->reject_status : 400;
@@ -428,13 +446,13 @@ static void bad_http(struct fg_client *c)
 	else if (status == 500)
 		snprintf(msg, sizeof(msg), "out of memory while reading the request");
 	else if (status == 503) {
-		over_budget(c);
+		over_budget(c, false);
 		return;
 	}
 	else
 		snprintf(msg, sizeof(msg), "malformed HTTP request: %s", http_errno_description(e));
 	count_refusal(c, FG_OUT_BAD_REQUEST);
-	c->x.complete = false; /* the connection cannot be reused */
+	c->x->complete = false; /* the connection cannot be reused */
 	fg_client_error(c, status, "invalid_request_error", status == 413 ? "request_too_large" : NULL,
 			NULL, msg, NULL);
 }
@@ -444,7 +462,7 @@ static void bad_http(struct fg_client *c)
 static struct fg_tenant_rt *identify(struct fg_client *c, const char **why)
 {
 	struct fg_proxy *px = c->px;
-	const struct fg_hdrs *h = &c->x.hdrs;
+	const struct fg_hdrs *h = &c->x->hdrs;
 	size_t len, tlen;
 	const char *v;
 
@@ -509,9 +527,9 @@ static void learn_source(struct fg_client *c, struct fg_tenant_rt *t)
 
 static void refuse_rate(struct fg_client *c, const struct fg_gw_decision *d)
 {
-	struct fg_tenant_rt *t = c->x.tenant;
+	struct fg_tenant_rt *t = c->x->tenant;
 	const struct fg_bucket *b = &c->px->gw->t[t->id].bucket;
-	const struct fg_price *pr = &c->x.gwr.price;
+	const struct fg_price *pr = &c->x->gwr.price;
 	char msg[512], hdr[128];
 	uint64_t s = fg_retry_after_s(d->wait_ns), ms = fg_retry_after_ms(d->wait_ns);
 
@@ -527,9 +545,9 @@ static void refuse_rate(struct fg_client *c, const struct fg_gw_decision *d)
 
 static void refuse_never(struct fg_client *c, const struct fg_gw_decision *d)
 {
-	struct fg_tenant_rt *t = c->x.tenant;
+	struct fg_tenant_rt *t = c->x->tenant;
 	const struct fg_bucket *b = &c->px->gw->t[t->id].bucket;
-	const struct fg_price *pr = &c->x.gwr.price;
+	const struct fg_price *pr = &c->x->gwr.price;
 	char msg[640];
 
 	if (b->rate <= 0)
@@ -548,11 +566,33 @@ static void refuse_never(struct fg_client *c, const struct fg_gw_decision *d)
 			msg, "x-should-retry: false\r\n");
 }
 
+/* The tenant already has agent.limits.max_inflight_per_tenant requests
+ * admitted and not answered (queued or at the engine). No Retry-After: when
+ * one of them ends depends on outputs not generated yet, and a guess would
+ * not be the truthful one the 429s of the bucket give; OpenAI's clients
+ * back off on their own. Its running requests are not touched. */
+static bool refuse_inflight(struct fg_client *c)
+{
+	struct fg_exchange *x = c->x;
+	uint32_t cap = c->px->st->policy->agent.limits.max_inflight_per_tenant;
+	char msg[320];
+
+	if (!cap || c->px->gw->t[x->tenant->id].inflight < cap)
+		return false;
+	fg_tenants_count(x->tenant, FG_OUT_INFLIGHT_LIMITED);
+	snprintf(msg, sizeof(msg),
+		 "Tenant '%s' has %u requests in flight, the most the gateway holds for one tenant "
+		 "(agent.limits.max_inflight_per_tenant); retry when one of them has finished.",
+		 x->tenant->name, cap);
+	fg_client_error(c, 429, "rate_limit_error", "too_many_requests_in_flight", NULL, msg, NULL);
+	return true;
+}
+
 /* Refusals for the request's size: they do not depend on the rate, so they
  * say so (x-should-retry: false) and name the limit. */
 static void refuse_size(struct fg_client *c, const struct fg_gw_decision *d)
 {
-	struct fg_exchange *x = &c->x;
+	struct fg_exchange *x = c->x;
 	const char *param = x->api == FG_API_COMPLETIONS ? "prompt"
 			    : x->api == FG_API_CHAT ? "messages"
 			    : x->api == FG_API_RESPONSES ? "input" : NULL;
@@ -579,7 +619,7 @@ static bool host_is(const struct fg_hdrs *h, const char *auth, size_t len)
  * (its Host) is cut to its path; one naming another is refused. */
 static bool origin_form(struct fg_client *c, const char **why)
 {
-	struct fg_exchange *x = &c->x;
+	struct fg_exchange *x = c->x;
 	const char *url = x->hdrs.raw.data + x->url;
 	size_t len = x->url_len, skip;
 
@@ -626,7 +666,7 @@ static uint32_t method_bit(unsigned method)
 static bool route(struct fg_client *c)
 {
 	struct fg_proxy *px = c->px;
-	struct fg_exchange *x = &c->x;
+	struct fg_exchange *x = c->x;
 	const char *name = http_method_str(c->parser.method), *why = NULL;
 	uint32_t method = method_bit(c->parser.method);
 	char msg[320];
@@ -673,8 +713,11 @@ static bool route(struct fg_client *c)
 static bool admit(struct fg_client *c)
 {
 	struct fg_proxy *px = c->px;
-	struct fg_exchange *x = &c->x;
+	struct fg_exchange *x = c->x;
 	uint64_t now = fg_now_ns();
+
+	if (refuse_inflight(c))
+		return false;
 	struct fg_gw_decision d = fg_gw_admit(px->gw, &x->gwr, x->tenant->id, x->info.model,
 					      &x->info.shape, now);
 
@@ -709,7 +752,7 @@ static bool admit(struct fg_client *c)
 
 static bool rewrite_body(struct fg_client *c)
 {
-	struct fg_exchange *x = &c->x;
+	struct fg_exchange *x = c->x;
 	const struct fg_tenant_rt *t = x->tenant;
 	bool priority_engine = c->px->st->policy->agent.engine_scheduling == FG_ENGINE_PRIORITY;
 	bool inference = x->api == FG_API_CHAT || x->api == FG_API_COMPLETIONS ||
@@ -737,7 +780,7 @@ static bool rewrite_body(struct fg_client *c)
 /* A content part the policy cannot price: refused before the engine. */
 static bool refuse_media(struct fg_client *c)
 {
-	struct fg_exchange *x = &c->x;
+	struct fg_exchange *x = c->x;
 	const struct fg_model *m = &c->px->st->policy->replica.model;
 	const struct fg_request_shape *s = &x->info.shape;
 	const char *param = x->api == FG_API_RESPONSES ? "input" : "messages";
@@ -764,9 +807,14 @@ static bool refuse_media(struct fg_client *c)
 static bool admit_and_go(struct fg_client *c)
 {
 	struct fg_proxy *px = c->px;
-	struct fg_exchange *x = &c->x;
+	struct fg_exchange *x = c->x;
 	uint64_t t0 = fg_now_ns();
 
+	/* the rewritten copy is about one more body: it is held too */
+	if (x->json_body && px->buffered + fg_buf_used(&x->body) > px->max_buffered) {
+		over_budget(c, true);
+		return false;
+	}
 	if (!admit(c))
 		return false;
 	if (!rewrite_body(c)) {
@@ -774,6 +822,7 @@ static bool admit_and_go(struct fg_client *c)
 				"could not prepare the request for the engine", NULL);
 		return false;
 	}
+	fg_client_drop_body(c, false); /* the rewritten copy is what is sent */
 	fg_metrics_observe_decision(&px->metrics, fg_now_ns() - t0);
 	c->state = CL_ADMITTED;
 	if (!x->long_ctx)
@@ -788,7 +837,7 @@ static void counted(void *ctx, enum fg_tokenize_result r, uint64_t count, uint64
 {
 	struct fg_client *c = ctx;
 	struct fg_proxy *px = c->px;
-	struct fg_exchange *x = &c->x;
+	struct fg_exchange *x = c->x;
 	(void)http_status;
 
 	x->tok = NULL;
@@ -817,7 +866,7 @@ static void counted(void *ctx, enum fg_tokenize_result r, uint64_t count, uint64
 static bool count_first(struct fg_client *c)
 {
 	struct fg_proxy *px = c->px;
-	struct fg_exchange *x = &c->x;
+	struct fg_exchange *x = c->x;
 	bool cut_off_later = x->info.stream && (x->api == FG_API_CHAT || x->api == FG_API_COMPLETIONS);
 	size_t len;
 
@@ -847,7 +896,7 @@ static bool count_first(struct fg_client *c)
 /* A metered request: its body read, checked and priced. */
 static void metered(struct fg_client *c)
 {
-	struct fg_exchange *x = &c->x;
+	struct fg_exchange *x = c->x;
 	char msg[384];
 	const char *param = NULL;
 	enum fg_api api = x->api;
@@ -878,7 +927,7 @@ static void metered(struct fg_client *c)
  * passthrough): forwarded as it is, less what the rewrite owns. */
 static void unmetered(struct fg_client *c)
 {
-	struct fg_exchange *x = &c->x;
+	struct fg_exchange *x = c->x;
 	char msg[128];
 	const char *param;
 
@@ -903,7 +952,7 @@ static void unmetered(struct fg_client *c)
 static bool check_heads(struct fg_client *c)
 {
 	struct fg_proxy *px = c->px;
-	struct fg_exchange *x = &c->x;
+	struct fg_exchange *x = c->x;
 	const char *why = NULL;
 
 	x->heads_pending = false;
@@ -918,7 +967,7 @@ static bool check_heads(struct fg_client *c)
 	/* a declared length that cannot be held is refused before it is sent */
 	uint64_t declared = c->parser.flags & F_CHUNKED ? 0 : c->parser.content_length;
 	if (declared != ULLONG_MAX && px->buffered + declared > px->max_buffered) {
-		over_budget(c);
+		over_budget(c, false);
 		return false;
 	}
 	if (x->want_continue)
@@ -929,7 +978,7 @@ static bool check_heads(struct fg_client *c)
 static void handle_request(struct fg_client *c)
 {
 	struct fg_proxy *px = c->px;
-	struct fg_exchange *x = &c->x;
+	struct fg_exchange *x = c->x;
 	const char *why = NULL;
 
 	c->deadline_ns = UINT64_MAX; /* the engine side owns the clock now */
@@ -963,7 +1012,7 @@ static void handle_request(struct fg_client *c)
  * would have: false when http_parser is to read it. */
 static bool fast_request(struct fg_client *c)
 {
-	struct fg_exchange *x = &c->x;
+	struct fg_exchange *x = c->x;
 	const char *p = fg_buf_head(&c->in);
 	size_t n = fg_buf_used(&c->in);
 	int method;
@@ -1001,20 +1050,24 @@ static bool fast_request(struct fg_client *c)
 static void process_input(struct fg_client *c)
 {
 	while (c->state == CL_READING && fg_buf_used(&c->in)) {
-		if (!c->x.started && fast_request(c)) {
+		if (!c->x && !(c->x = calloc(1, sizeof(*c->x)))) {
+			begin_closing(c); /* no memory for a request: it cannot be answered */
+			break;
+		}
+		if (!c->x->started && fast_request(c)) {
 			handle_request(c);
 			continue;
 		}
 		size_t used = fg_buf_used(&c->in);
 		size_t n = http_parser_execute(&c->parser, &fg_client_req_settings, fg_buf_head(&c->in), used);
 		fg_buf_consume(&c->in, n);
-		if (c->x.heads_pending) {
+		if (c->x->heads_pending) {
 			http_parser_pause(&c->parser, 0);
 			if (!check_heads(c))
 				break;
 			continue;
 		}
-		if (c->x.complete) {
+		if (c->x->complete) {
 			http_parser_pause(&c->parser, 0);
 			handle_request(c);
 			continue;
@@ -1026,29 +1079,32 @@ static void process_input(struct fg_client *c)
 		if (n < used)
 			break; /* cannot happen without an error; do not spin */
 	}
+	if (!fg_buf_used(&c->in))
+		fg_buf_free(&c->in); /* sized again by what arrives next */
 }
 
-/* Returns -1 when the client is gone. */
+/* Returns -1 when the client is gone. Each recv lands in one buffer shared
+ * by all clients and only what arrived is copied into the client's own, so
+ * a connection holds no read buffer it is not using. */
 static int read_input(struct fg_client *c)
 {
+	static char chunk[READ_CHUNK];
+
 	for (;;) {
 		if (c->state != CL_READING && c->state != CL_CLOSING &&
 		    fg_buf_used(&c->in) >= FG_PIPELINE_MAX)
 			return 0; /* enough read ahead; EPOLLRDHUP still reports a hangup */
 		if (c->state == CL_READING && fg_buf_used(&c->in) >= FG_READ_AHEAD_MAX)
 			return 0; /* the parser takes this first; epoll calls again */
-		if (fg_buf_reserve(&c->in, READ_CHUNK)) {
-			fg_client_close(c);
-			return -1;
-		}
-		ssize_t n = recv(c->fd, c->in.data + c->in.len, c->in.cap - c->in.len, MSG_DONTWAIT);
+		ssize_t n = recv(c->fd, chunk, sizeof(chunk), MSG_DONTWAIT);
 		if (n > 0) {
-			if (c->state == CL_CLOSING) { /* lingering: discard */
-				fg_buf_reset(&c->in);
+			if (c->state == CL_CLOSING) /* lingering: discard */
 				continue;
+			if (fg_buf_append(&c->in, chunk, (size_t)n)) {
+				fg_client_close(c);
+				return -1;
 			}
-			c->in.len += (size_t)n;
-			if ((size_t)n < READ_CHUNK)
+			if ((size_t)n < sizeof(chunk))
 				return 0; /* drained; epoll says when there is more */
 			continue;
 		}
@@ -1099,9 +1155,10 @@ void fg_client_sweep(struct fg_client *c, uint64_t now)
 		return;
 	if (c->state == CL_READING && c->timeout_status) {
 		count_refusal(c, FG_OUT_BAD_REQUEST);
-		c->x.complete = false;
+		if (c->x)
+			c->x->complete = false;
 		fg_client_error(c, 408, "invalid_request_error", "request_timeout", NULL,
-				c->x.headers_done ? "the request body did not arrive in time"
+				c->x && c->x->headers_done ? "the request body did not arrive in time"
 						  : "the request headers did not arrive in time",
 				NULL);
 		flush_or_close(c);
@@ -1123,7 +1180,7 @@ void fg_client_resume(struct fg_client *c)
  * upstream side): next request, or close. */
 void fg_client_exchange_done(struct fg_client *c)
 {
-	bool keep = c->keep_alive && !c->x.resp_until_close && !c->read_eof;
+	bool keep = c->keep_alive && !c->x->resp_until_close && !c->read_eof;
 
 	exchange_reset(c);
 	if (!keep) {

@@ -43,8 +43,12 @@
 #define FG_CONNECT_TIMEOUT_NS 5000000000ull
 #define FG_POOL_IDLE_NS 30000000000ull  /* idle engine connections closed after */
 #define FG_POOL_MAX_IDLE 512
-#define FG_OUT_HIGH (1u << 20)          /* stop reading the engine above this */
-#define FG_OUT_LOW (256u << 10)         /* resume below this */
+/* The relay buffer to one client: the engine is not read while it holds
+ * more than FG_OUT_HIGH, and is read again below FG_OUT_LOW; a client that
+ * does not take it below FG_OUT_LOW within agent.timeouts.idle_s has its
+ * request ended (proxy_upstream.c, end_held). */
+#define FG_OUT_HIGH (256u << 10)
+#define FG_OUT_LOW (64u << 10)
 #define FG_PIPELINE_MAX (64u << 10)     /* buffered bytes of a next request */
 /* What one read pass takes from a client before the parser consumes it:
  * a fast sender's bytes wait in its socket, not in the agent. */
@@ -117,8 +121,6 @@ struct fg_exchange {
 	char cut_reason[200];
 	struct fg_pcal_req pcal;  /* what calibration follows of it at the engine */
 
-	/* last: an exchange's end zeroes everything above (offsetof hdrs) but
-	 * only resets these two ~1.6 KiB tables (an entry is set when used) */
 	struct fg_hdrs hdrs;
 	struct fg_hdrs rhdrs;     /* the engine's response headers */
 };
@@ -132,6 +134,9 @@ struct fg_client {
 	http_parser parser;
 	enum fg_client_state state;
 	struct fg_buf in, out;
+	/* bytes of out, the response copy and the rewritten body counted in
+	 * px->buffered (fg_client_account); the body is counted as it arrives */
+	uint64_t held;
 	uint32_t events;          /* epoll mask in force */
 	uint64_t deadline_ns;
 	int timeout_status;       /* what to answer when deadline_ns passes (0 = just close) */
@@ -139,6 +144,7 @@ struct fg_client {
 	bool keep_alive;          /* of the current request */
 	bool closing_sent;        /* shutdown(SHUT_WR) done */
 	bool read_eof;
+	bool slow_close;          /* its request was ended for a full relay buffer: it has idle_s to take it */
 	struct fg_tenant_rt *learned; /* tenant last published for this source */
 	struct fg_conn_source *source; /* its count against the per-source cap */
 	/* the last bearer key this connection sent and its SHA-256: a
@@ -147,7 +153,9 @@ struct fg_client {
 	uint8_t key_len;          /* 0: none remembered */
 	char key[FG_KEY_MEMO_MAX];
 	uint8_t key_hash[32];
-	struct fg_exchange x;
+	/* the request under way, allocated at its first byte and freed at its
+	 * end: an idle keep-alive connection holds none (nor any buffer) */
+	struct fg_exchange *x;
 };
 
 /* Keep-alive connections to one upstream address. */
@@ -168,6 +176,7 @@ struct fg_upstream {
 	bool reused;
 	bool idle;
 	bool paused;              /* not reading: the client is slow */
+	uint64_t paused_since_ns; /* when it last stopped reading for the client */
 	uint32_t events;          /* epoll mask in force */
 	http_parser parser;
 	struct fg_buf out;        /* request head; the body is sent from the exchange */
@@ -205,11 +214,12 @@ struct fg_proxy {
 	uint64_t started_ns;
 
 	/* from the policy, in ns / bytes */
-	uint64_t header_ns, body_ns, idle_ns, upstream_ns, tokenize_ns;
+	uint64_t header_ns, body_ns, idle_ns, upstream_ns, tokenize_ns, request_ns;
 	uint64_t max_body;
 	uint64_t max_buffered;    /* agent.limits.max_buffered_bytes, or derived at start */
 	uint64_t derived_buffered; /* the default: from the cgroup's memory limit */
-	uint64_t buffered;        /* request body bytes held by all clients now */
+	uint64_t buffered;        /* bytes held for all clients now: bodies, their
+				   * rewritten copies, relay buffers, response copies */
 	uint64_t overload_log_ns; /* fg_overload_log: when it last wrote */
 	uint64_t overload_quiet;  /* and how many it kept quiet since */
 	/* "Authorization: Bearer <agent.engine_api_key_file>\r\n", or "" when
@@ -272,6 +282,9 @@ void fg_client_exchange_done(struct fg_client *c);
 /* Returns -1 when the client is gone (closed and freed). */
 int fg_client_flush(struct fg_client *c);
 void fg_client_resume(struct fg_client *c);
+/* Count what c holds of out, its response copy and its rewritten body in
+ * the buffered-bytes budget (px->buffered) as it is now. */
+void fg_client_account(struct fg_client *c);
 /* One send of what is buffered, never closing: a failure is left to the
  * next flush, so c stays valid. */
 void fg_client_send_early(struct fg_client *c);
@@ -296,10 +309,6 @@ void fg_upstream_abort(struct fg_upstream *u);
 void fg_upstream_resume(struct fg_upstream *u);
 void fg_upstream_sweep(struct fg_upstream *u, uint64_t now_ns);
 void fg_upstream_close(struct fg_upstream *u);
-
-/* proxy_settle.c: settle an exchange on whatever is known (usage,
- * delivered, failure); the one end of every request. */
-void fg_exchange_settle(struct fg_client *c, enum fg_outcome o);
 
 /* proxy_settle.c: settle an exchange on whatever is known (usage,
  * delivered, failure); the one end of every request. */

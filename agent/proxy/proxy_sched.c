@@ -67,7 +67,7 @@ static void pump(struct fg_loop *loop, void *ctx)
 	px->pump_timer = 0;
 	while ((r = fg_gw_dispatch(px->gw, now))) {
 		struct fg_client *c = r->item.owner;
-		fg_tenants_publish(px->st, &px->tenants, c->x.tenant, now); /* one less queued */
+		fg_tenants_publish(px->st, &px->tenants, c->x->tenant, now); /* one less queued */
 		if (fg_proxy_dispatch(c))
 			fg_client_resume(c); /* answered 503: serve what it pipelined */
 	}
@@ -89,7 +89,7 @@ void fg_sched_kick(struct fg_proxy *px)
 static void answer_expired(struct fg_proxy *px, struct fg_client *c,
 			   const struct fg_gw_decision *why, uint64_t now)
 {
-	struct fg_exchange *x = &c->x;
+	struct fg_exchange *x = c->x;
 	bool gone = why->outcome == FG_GW_TENANT_GONE;
 
 	/* the gateway has ended the request and refunded it */
@@ -153,7 +153,7 @@ static void scrape_pace(struct fg_proxy *px, bool fast)
 
 void fg_sched_first_token(struct fg_client *c)
 {
-	struct fg_exchange *x = &c->x;
+	struct fg_exchange *x = c->x;
 
 	if (!x->reserved || x->gwr.state != FG_GW_S_SENT)
 		return;
@@ -163,7 +163,7 @@ void fg_sched_first_token(struct fg_client *c)
 
 void fg_sched_output(struct fg_client *c, double completion_tokens)
 {
-	struct fg_exchange *x = &c->x;
+	struct fg_exchange *x = c->x;
 	bool first = x->gwr.state == FG_GW_S_SENT;
 
 	if (!x->reserved)
@@ -179,7 +179,7 @@ void fg_sched_output(struct fg_client *c, double completion_tokens)
 
 void fg_sched_sent(struct fg_client *c)
 {
-	struct fg_exchange *x = &c->x;
+	struct fg_exchange *x = c->x;
 
 	if (x->reserved && !x->long_ctx && !x->gwr.streams && x->gwr.state == FG_GW_S_SENT)
 		scrape_pace(c->px, true);

@@ -50,14 +50,14 @@ void fg_exchange_settle(struct fg_client *c, enum fg_outcome o)
 {
 	struct fg_proxy *px = c->px;
 	struct fg_gateway *gw = px->gw;
-	struct fg_exchange *x = &c->x;
+	struct fg_exchange *x = c->x;
 	struct fg_gw_request *r = &x->gwr;
 	struct fg_usage u = { 0 };
 	bool have_usage = false;
 	double billed = 0;
 	uint64_t now = fg_now_ns();
 
-	if (!x->reserved || !x->tenant)
+	if (!x || !x->reserved || !x->tenant)
 		return;
 	x->reserved = false;
 
@@ -78,7 +78,8 @@ void fg_exchange_settle(struct fg_client *c, enum fg_outcome o)
 
 	/* 2. the gateway (policy/gateway.c): the bucket charged for what ran,
 	 * the reservation, KV and engine-window slot released; a stream ended at its first chunk ran its prefill: billed for it */
-	bool ran = o == FG_OUT_OK || o == FG_OUT_CLIENT_GONE || (x->cut_off && o == x->cut_outcome);
+	bool ran = o == FG_OUT_OK || o == FG_OUT_CLIENT_GONE || o == FG_OUT_CLIENT_STALLED ||
+		   o == FG_OUT_REQUEST_TIMEOUT || (x->cut_off && o == x->cut_outcome);
 	bool served = ran && r->state != FG_GW_S_QUEUED;
 	if (served) {
 		if (!have_usage) {

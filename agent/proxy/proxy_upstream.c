@@ -201,7 +201,7 @@ static struct fg_upstream *connect_new(struct fg_proxy *px, struct fg_pool *pool
 
 static int build_request(struct fg_client *c, struct fg_upstream *u)
 {
-	struct fg_exchange *x = &c->x;
+	struct fg_exchange *x = c->x;
 	const struct fg_hdrs *h = &x->hdrs;
 	struct fg_buf *o = &u->out;
 	size_t body_len = x->fwd_body ? x->fwd_len : fg_buf_used(&x->body);
@@ -215,9 +215,10 @@ static int build_request(struct fg_client *c, struct fg_upstream *u)
 	rc |= fg_buf_append_str(o, " HTTP/1.1\r\n");
 	for (uint32_t i = 0; i < h->n; i++) {
 		/* the tenant's credentials stop here: a process that takes the
-		 * engine's port must learn no key (identify() reads these two) */
+		 * engine's port must learn no key nor session (identify() reads
+		 * the tenant header and Authorization) */
 		if (fg_hop_by_hop(h, i) || fg_hdr_is(h, i, FG_TENANT_HEADER) ||
-		    fg_hdr_is(h, i, "authorization"))
+		    fg_hdr_credential(h, i))
 			continue;
 		has_host |= fg_hdr_is(h, i, "host");
 		rc |= fg_buf_append(o, h->raw.data + h->h[i].name, h->h[i].name_len);
@@ -246,7 +247,7 @@ static int build_request(struct fg_client *c, struct fg_upstream *u)
 /* Send what is left of head + body; 1 = done, 0 = later, -1 = failed. */
 static int upstream_send(struct fg_upstream *u)
 {
-	struct fg_exchange *x = &u->client->x;
+	struct fg_exchange *x = u->client->x;
 	const char *body = x->fwd_body ? x->fwd_body : fg_buf_head(&x->body);
 	size_t body_len = x->fwd_body ? x->fwd_len : fg_buf_used(&x->body);
 
@@ -276,6 +277,8 @@ static int upstream_send(struct fg_upstream *u)
 		}
 		size_t from_head = (size_t)w < head_left ? (size_t)w : head_left;
 		fg_buf_consume(&u->out, from_head);
+		if (!fg_buf_used(&u->out))
+			fg_buf_free(&u->out); /* a pooled connection keeps no head */
 		u->body_sent += (size_t)w - from_head;
 	}
 }
@@ -290,7 +293,7 @@ static int start_exchange(struct fg_client *c, struct fg_upstream *u)
 	u->got_bytes = false;
 	u->paused = false;
 	u->fast = false;
-	c->x.up = u;
+	c->x->up = u;
 	c->state = CL_UPSTREAM;
 	c->last_progress_ns = fg_now_ns();
 	http_parser_init(&u->parser, HTTP_RESPONSE);
@@ -324,7 +327,7 @@ static void refuse_unavailable(struct fg_client *c, const char *why)
 static int dispatch(struct fg_client *c, bool fresh)
 {
 	struct fg_proxy *px = c->px;
-	struct fg_pool *pool = c->x.long_ctx ? &px->long_pool : &px->engine;
+	struct fg_pool *pool = c->x->long_ctx ? &px->long_pool : &px->engine;
 	struct fg_upstream *u = fresh ? NULL : pool_get(pool);
 
 	if (!u)
@@ -334,12 +337,12 @@ static int dispatch(struct fg_client *c, bool fresh)
 		return -1;
 	}
 	if (start_exchange(c, u)) {
-		bool retry = u->reused && !c->x.retried;
-		c->x.up = NULL;
+		bool retry = u->reused && !c->x->retried;
+		c->x->up = NULL;
 		u->client = NULL;
 		fg_upstream_close(u);
 		if (retry) {
-			c->x.retried = true;
+			c->x->retried = true;
 			px->metrics.engine_retries++;
 			return dispatch(c, true);
 		}
@@ -353,7 +356,7 @@ int fg_proxy_dispatch(struct fg_client *c)
 {
 	if (dispatch(c, false))
 		return -1;
-	if (c->x.reserved)
+	if (c->x->reserved)
 		fg_sched_sent(c);
 	return 0;
 }
@@ -367,7 +370,7 @@ static struct fg_upstream *up_of(http_parser *p)
 
 static int emit(struct fg_client *c, const char *p, size_t n)
 {
-	struct fg_exchange *x = &c->x;
+	struct fg_exchange *x = c->x;
 	int rc = 0;
 
 	if (!n)
@@ -385,12 +388,12 @@ static int emit(struct fg_client *c, const char *p, size_t n)
 
 static int on_r_field(http_parser *p, const char *at, size_t len)
 {
-	return fg_hdrs_on_field(&up_of(p)->client->x.rhdrs, at, len);
+	return fg_hdrs_on_field(&up_of(p)->client->x->rhdrs, at, len);
 }
 
 static int on_r_value(http_parser *p, const char *at, size_t len)
 {
-	return fg_hdrs_on_value(&up_of(p)->client->x.rhdrs, at, len);
+	return fg_hdrs_on_value(&up_of(p)->client->x->rhdrs, at, len);
 }
 
 /* The engine's count of a stream's prompt, at its first chunk: a prompt
@@ -399,7 +402,7 @@ static int on_r_value(http_parser *p, const char *at, size_t len)
 static bool stream_prompt_known(void *ctx, double prompt_tokens)
 {
 	struct fg_client *c = ctx;
-	struct fg_exchange *x = &c->x;
+	struct fg_exchange *x = c->x;
 
 	if (!x->reserved)
 		return true;
@@ -415,14 +418,13 @@ static bool stream_prompt_known(void *ctx, double prompt_tokens)
 	return false;
 }
 
-/* The stream was stopped at its first chunk: the client gets an error
- * event in OpenAI's shape and the end of the stream; the engine's
- * connection is closed (it stops generating). */
-static int end_cut_stream(struct fg_client *c)
+/* A stream the gateway ends: the client gets an error event in OpenAI's
+ * shape and the end of the stream (its last chunk when chunked). */
+static int end_stream_with_error(struct fg_client *c, const char *type, const char *code,
+				 const char *param, const char *message)
 {
-	struct fg_exchange *x = &c->x;
-	char *err = fg_error_json("invalid_request_error", x->cut_code,
-				  x->api == FG_API_CHAT ? "messages" : "prompt", x->cut_reason);
+	struct fg_exchange *x = c->x;
+	char *err = fg_error_json(type, code, param, message);
 	struct fg_buf ev = { 0 };
 	int rc = !err || fg_buf_printf(&ev, "data: %s\n\ndata: [DONE]\n\n", err) ? -1 : 0;
 
@@ -434,6 +436,16 @@ static int end_cut_stream(struct fg_client *c)
 		rc |= fg_buf_append(&c->out, "0\r\n\r\n", 5);
 	x->resp_done = true;
 	return rc;
+}
+
+/* The stream was stopped at its first chunk; the engine's connection is
+ * closed (it stops generating). */
+static int end_cut_stream(struct fg_client *c)
+{
+	struct fg_exchange *x = c->x;
+
+	return end_stream_with_error(c, "invalid_request_error", x->cut_code,
+				     x->api == FG_API_CHAT ? "messages" : "prompt", x->cut_reason);
 }
 
 static bool is_event_stream(const struct fg_hdrs *h)
@@ -449,7 +461,7 @@ static bool is_event_stream(const struct fg_hdrs *h)
  * ULLONG_MAX when there is none. */
 static int response_head(struct fg_client *c, int status, bool chunked, uint64_t content_length)
 {
-	struct fg_exchange *x = &c->x;
+	struct fg_exchange *x = c->x;
 	const struct fg_hdrs *h = &x->rhdrs;
 	struct fg_buf *o = &c->out;
 	bool head = c->parser.method == HTTP_HEAD;
@@ -523,7 +535,7 @@ static int on_r_headers(http_parser *p)
 static int on_r_body(http_parser *p, const char *at, size_t len)
 {
 	struct fg_client *c = up_of(p)->client;
-	struct fg_exchange *x = &c->x;
+	struct fg_exchange *x = c->x;
 
 	if (x->status < 200)
 		return 0;
@@ -559,7 +571,7 @@ static int on_r_body(http_parser *p, const char *at, size_t len)
 static int on_r_complete(http_parser *p)
 {
 	struct fg_client *c = up_of(p)->client;
-	struct fg_exchange *x = &c->x;
+	struct fg_exchange *x = c->x;
 	int rc = 0;
 
 	if (x->status < 200) {
@@ -602,8 +614,8 @@ static void finish(struct fg_upstream *u, bool reusable)
 
 	/* a head read by fg_resp_head_fast is HTTP/1.1 without Connection; a
 	 * stream cut short still has the engine writing on it */
-	reusable = reusable && !c->x.cut_off && (u->fast || http_should_keep_alive(&u->parser));
-	c->x.up = NULL;
+	reusable = reusable && !c->x->cut_off && (u->fast || http_should_keep_alive(&u->parser));
+	c->x->up = NULL;
 	if (reusable)
 		pool_put(u);
 	else
@@ -611,8 +623,8 @@ static void finish(struct fg_upstream *u, bool reusable)
 	/* the answer leaves first: settling (a usage parse) never delays it,
 	 * and nothing else runs before the books are closed */
 	fg_client_send_early(c);
-	if (c->x.reserved)
-		fg_exchange_settle(c, c->x.cut_off ? c->x.cut_outcome : outcome_of(c->x.status));
+	if (c->x->reserved)
+		fg_exchange_settle(c, c->x->cut_off ? c->x->cut_outcome : outcome_of(c->x->status));
 	fg_client_exchange_done(c);
 }
 
@@ -624,7 +636,7 @@ static void fail(struct fg_upstream *u, int status, const char *code, const char
 {
 	struct fg_client *c = u->client;
 	struct fg_proxy *px = u->px;
-	struct fg_exchange *x = &c->x;
+	struct fg_exchange *x = c->x;
 	bool retry = dead_conn && u->reused && !u->got_bytes && !x->retried && !x->head_sent;
 
 	x->up = NULL;
@@ -658,7 +670,7 @@ static void fail(struct fg_upstream *u, int status, const char *code, const char
 void fg_upstream_abort(struct fg_upstream *u)
 {
 	if (u->client)
-		u->client->x.up = NULL;
+		u->client->x->up = NULL;
 	u->client = NULL;
 	fg_upstream_close(u);
 }
@@ -685,7 +697,7 @@ static int fast_read(struct fg_upstream *u, const char *p, size_t n, size_t *don
 		int status;
 		uint64_t len;
 		if (c->parser.method == HTTP_HEAD ||
-		    !(head = fg_resp_head_fast(p, n, &c->x.rhdrs, &status, &len)))
+		    !(head = fg_resp_head_fast(p, n, &c->x->rhdrs, &status, &len)))
 			return 0;
 		u->fast = true;
 		u->fast_left = len;
@@ -696,7 +708,7 @@ static int fast_read(struct fg_upstream *u, const char *p, size_t n, size_t *don
 	if (body && on_r_body(&u->parser, p + head, body))
 		return -1;
 	u->fast_left -= body;
-	if (c->x.resp_done) { /* a stream ended early */
+	if (c->x->resp_done) { /* a stream ended early */
 		*done = head + body;
 		return 1;
 	}
@@ -734,7 +746,7 @@ static void upstream_read(struct fg_upstream *u)
 		}
 		if (!fast)
 			done = http_parser_execute(&u->parser, &resp_settings, buf, (size_t)n);
-		if (c->x.resp_done) {
+		if (c->x->resp_done) {
 			finish(u, n > 0 && done == (size_t)n);
 			return;
 		}
@@ -748,8 +760,12 @@ static void upstream_read(struct fg_upstream *u)
 		}
 		if (fg_client_flush(c))
 			return; /* the client went away, taking this connection with it */
-		if (fg_buf_used(&c->out) > FG_OUT_HIGH) {
-			u->paused = true; /* the client reads slower than the engine writes */
+		/* the client reads slower than the engine writes, or the budget
+		 * is spent and this client holds a relay buffer's worth already */
+		if (fg_buf_used(&c->out) > FG_OUT_HIGH ||
+		    (fg_buf_used(&c->out) > FG_OUT_LOW && u->px->buffered > u->px->max_buffered)) {
+			u->paused = true;
+			u->paused_since_ns = fg_now_ns();
 			set_events(u, 0);
 			return;
 		}
@@ -775,7 +791,7 @@ static void upstream_cb(struct fg_loop *loop, int fd, uint32_t events, void *ctx
 			struct fg_client *c = u->client;
 			char why[128];
 			snprintf(why, sizeof(why), "connect: %s", strerror(err ? err : errno));
-			c->x.up = NULL;
+			c->x->up = NULL;
 			u->client = NULL;
 			fg_upstream_close(u);
 			refuse_unavailable(c, why);
@@ -799,18 +815,73 @@ static void upstream_cb(struct fg_loop *loop, int fd, uint32_t events, void *ctx
 		upstream_read(u);
 }
 
+/* The engine is held for a client that is not served by it: its relay
+ * buffer stayed full past agent.timeouts.idle_s (it reads, but slower than
+ * a stream is made), or the request outlived agent.timeouts.request_s.
+ * The engine's connection closes (the engine stops generating), the
+ * request is settled at what the engine produced, and the client's
+ * connection closes after what is buffered for it (or idle_s later, as
+ * for any client that stops reading): a stream's last event
+ * is an error in OpenAI's shape, any other answer is cut short (no final
+ * chunk, or fewer bytes than its Content-Length). Before any of the answer
+ * was sent, the client gets a 504 instead and is refunded. */
+static void end_held(struct fg_upstream *u, enum fg_outcome o, const char *code, const char *message)
+{
+	struct fg_client *c = u->client;
+	struct fg_exchange *x = c->x;
+
+	if (!x->head_sent) {
+		fail(u, 504, code, message, false);
+		return;
+	}
+	x->up = NULL;
+	u->client = NULL;
+	fg_upstream_close(u);
+	if (x->sse && !x->resp_done)
+		(void)end_stream_with_error(c, o == FG_OUT_REQUEST_TIMEOUT ? "timeout_error" : "server_error",
+					    code, NULL, message);
+	fg_overload_log(c->px, o == FG_OUT_REQUEST_TIMEOUT ? "request time limit (agent.timeouts.request_s)"
+							   : "relay-buffer stall limit (agent.timeouts.idle_s)");
+	if (x->reserved)
+		fg_exchange_settle(c, o);
+	x->resp_until_close = true; /* the client is behind: the connection goes */
+	c->slow_close = true;       /* once it has taken what is buffered for it */
+	fg_client_exchange_done(c);
+}
+
 void fg_upstream_sweep(struct fg_upstream *u, uint64_t now)
 {
+	struct fg_proxy *px = u->px;
+
 	if (u->idle) {
 		if (now - u->idle_since_ns > FG_POOL_IDLE_NS)
 			fg_upstream_close(u);
 		return;
 	}
-	if (u->paused || !u->client || now < u->deadline_ns)
+	if (!u->client)
+		return;
+	struct fg_client *c = u->client;
+	char msg[256];
+	if (now - c->x->started_ns >= px->request_ns) {
+		snprintf(msg, sizeof(msg),
+			 "the request was ended after %.0f s, the gateway's limit on one request's time (agent.timeouts.request_s)",
+			 (double)px->request_ns / 1e9);
+		end_held(u, FG_OUT_REQUEST_TIMEOUT, "request_timeout", msg);
+		return;
+	}
+	if (u->paused) {
+		if (now - u->paused_since_ns < px->idle_ns)
+			return;
+		snprintf(msg, sizeof(msg),
+			 "the stream was ended: the client did not read it as fast as it was generated (%u KiB waited for it for %.0f s, agent.timeouts.idle_s); billed for what was generated",
+			 FG_OUT_HIGH >> 10, (double)px->idle_ns / 1e9);
+		end_held(u, FG_OUT_CLIENT_STALLED, "client_too_slow", msg);
+		return;
+	}
+	if (now < u->deadline_ns)
 		return;
 	if (u->connecting) {
-		struct fg_client *c = u->client;
-		c->x.up = NULL;
+		c->x->up = NULL;
 		u->client = NULL;
 		fg_upstream_close(u);
 		refuse_unavailable(c, "connect timed out");

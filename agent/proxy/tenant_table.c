@@ -22,6 +22,9 @@ const char *const fg_outcome_names[FG_OUT_N] = {
 	[FG_OUT_CONTEXT_EXCEEDED] = "context_exceeded",
 	[FG_OUT_KV_NEVER] = "kv_never",
 	[FG_OUT_TENANT_GONE] = "tenant_gone",
+	[FG_OUT_CLIENT_STALLED] = "client_stalled",
+	[FG_OUT_REQUEST_TIMEOUT] = "request_timeout",
+	[FG_OUT_INFLIGHT_LIMITED] = "inflight_limited",
 };
 
 bool fg_outcome_is_refusal(enum fg_outcome o)
@@ -34,6 +37,7 @@ bool fg_outcome_is_refusal(enum fg_outcome o)
 	case FG_OUT_CONTEXT_EXCEEDED:
 	case FG_OUT_KV_NEVER:
 	case FG_OUT_TENANT_GONE:
+	case FG_OUT_INFLIGHT_LIMITED:
 		return true;
 	default:
 		return false;

@@ -33,6 +33,9 @@ enum fg_outcome {
 	FG_OUT_CONTEXT_EXCEEDED, /* 400: above the tier's max_context, or no long-context pool */
 	FG_OUT_KV_NEVER,         /* 400: alone above the tenant's KV cap or the node pool */
 	FG_OUT_TENANT_GONE,      /* 403: the tenant left the policy while its request waited */
+	FG_OUT_CLIENT_STALLED,   /* the client left its relay buffer full past idle_s: ended, billed what ran */
+	FG_OUT_REQUEST_TIMEOUT,  /* past agent.timeouts.request_s: ended, billed what ran */
+	FG_OUT_INFLIGHT_LIMITED, /* 429: the tenant has agent.limits.max_inflight_per_tenant in flight */
 	FG_OUT_N
 };
 extern const char *const fg_outcome_names[FG_OUT_N];

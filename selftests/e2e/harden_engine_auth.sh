@@ -6,6 +6,7 @@
 # flag) gets the engine's key and serves, while a tenant's key sent to it
 # directly is refused; the agent's own calls (/metrics scrape, /tokenize)
 # carry the same key, a rotated key file takes effect on `policy apply`,
+# Cookie and Proxy-Authorization are not forwarded either,
 # and a key file the agent cannot use refuses the apply and changes nothing.
 source "$(dirname "$0")/harden_env.inc"
 
@@ -20,6 +21,10 @@ r=$(chat $PX_KEY_A '{"messages":[{"role":"user","content":"hello"}],"max_tokens"
 expect_eq "alpha is served through the agent" "$r" 200
 r=$(chat $PX_KEY_B '{"messages":[{"role":"user","content":"hello"}],"max_tokens":4,"stream":true}' -o /dev/null -w '%{http_code}')
 expect_eq "beta is served (streamed)" "$r" 200
+r=$(chat $PX_KEY_A '{"messages":[{"role":"user","content":"hello"}],"max_tokens":4}' -H "Cookie: session=$PX_KEY_A" \
+	-H "Proxy-Authorization: Bearer $PX_KEY_A" -o /dev/null -w '%{http_code}')
+expect_eq "alpha is served with a Cookie and a Proxy-Authorization" "$r" 200
+check "no Cookie reached the engine" bash -c "! grep -q '+cookie' '$PX_TMP/auth.log'"
 check "the engine saw the requests" grep -q 'POST /v1/chat/completions' "$PX_TMP/auth.log"
 leaked=$(grep -cE "$PX_KEY_A|$PX_KEY_B" "$PX_TMP/auth.log")
 check "no tenant key reached the engine ($leaked of $(wc -l <"$PX_TMP/auth.log") requests carried one)" test "$leaked" -eq 0

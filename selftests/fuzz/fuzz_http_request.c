@@ -188,7 +188,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		agent.passthrough[0].units = 10;
 		agent.passthrough[0].auth = 1;
 	}
-	x = &c->x;
+	x = c->x = calloc(1, sizeof(*x));
+	FUZZ_CHECK(x, "out of memory");
 	px.max_body = MAX_BODY;
 	px.header_ns = px.body_ns = 10ull * 1000000000ull;
 	c->px = &px;
@@ -241,6 +242,7 @@ done:
 	fg_buf_free(&x->hdrs.raw);
 	fg_buf_free(&x->body);
 	fg_buf_free(&c->out);
+	free(x);
 	free(c);
 	return 0;
 }

@@ -230,8 +230,8 @@ static void on_request(void *ctx, struct sim_http_conn *c, const struct sim_http
 		fflush(opt.log);
 	}
 	if (opt.auth_log) {
-		fprintf(opt.auth_log, "%s %s %s\n", r->method, r->path,
-			r->authorization ? r->authorization : "-");
+		fprintf(opt.auth_log, "%s %s %s%s\n", r->method, r->path,
+			r->authorization ? r->authorization : "-", r->cookie ? " +cookie" : "");
 		fflush(opt.auth_log);
 	}
 	if (!strcmp(r->method, "GET") && (!strcmp(r->path, "/health") || !strcmp(r->path, "/metrics"))) {
