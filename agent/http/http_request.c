@@ -1065,6 +1065,9 @@ struct fg_req_scan {
 	size_t utf8_bad;            /* first bad byte, or SIZE_MAX */
 	size_t ctl_done, first_ff, first_vt;
 	size_t fed;                 /* bytes yajl was given */
+	size_t str_done;            /* strings tracked up to here (past len after a '\\') */
+	bool in_str;                /* ... which is inside a string */
+	size_t outside;             /* the last offset known to be outside any string */
 	unsigned reads;             /* in how many calls */
 	bool stopped;               /* yajl said no (ys, err_at), or a check failed */
 	yajl_status ys;
@@ -1080,6 +1083,8 @@ static bool scan_init(struct fg_req_scan *rs, enum fg_api api, struct fg_req_inf
 	rs->sc.bad_message = -1;
 	rs->sc.arena = &rs->arena;
 	rs->utf8_done = rs->ctl_done = rs->fed = rs->err_at = 0;
+	rs->str_done = rs->outside = 0;
+	rs->in_str = false;
 	rs->utf8_bad = rs->first_ff = rs->first_vt = SIZE_MAX;
 	rs->stopped = false;
 	rs->reads = 0;
@@ -1125,6 +1130,47 @@ static void scan_yajl(struct fg_req_scan *rs, size_t to)
 	rs->fed = to;
 }
 
+/* Follow strings over the new bytes (memchr for quotes and backslashes) to
+ * know where yajl may be stopped: yajl re-lexes a token cut by a read from
+ * its start on every later read, so a 1 MiB prompt fed in reads would be
+ * lexed many times over. Fed only up to the last point outside a string,
+ * it sees each string whole. */
+static void track_strings(struct fg_req_scan *rs, const char *b, size_t len)
+{
+	size_t i = rs->str_done, quote = SIZE_MAX;
+
+	while (i < len) {
+		if (!rs->in_str) {
+			const char *q = memchr(b + i, '"', len - i);
+			if (!q) {
+				i = rs->outside = len;
+				break;
+			}
+			rs->outside = (size_t)(q - b);
+			i = rs->outside + 1;
+			rs->in_str = true;
+			quote = SIZE_MAX;
+			continue;
+		}
+		if (quote == SIZE_MAX || quote < i) {
+			const char *q = memchr(b + i, '"', len - i);
+			quote = q ? (size_t)(q - b) : len;
+		}
+		const char *e = memchr(b + i, '\\', quote - i);
+		if (e) {
+			i = (size_t)(e - b) + 2; /* the escaped byte, whatever it is */
+			continue;
+		}
+		if (quote == len) {
+			i = len;
+			break;
+		}
+		i = rs->outside = quote + 1;
+		rs->in_str = false;
+	}
+	rs->str_done = i;
+}
+
 /* body: all of it so far (len bytes), of which what is past the last call is new. */
 static void scan_feed(struct fg_req_scan *rs, const char *body, size_t len, bool last)
 {
@@ -1153,7 +1199,12 @@ static void scan_feed(struct fg_req_scan *rs, const char *body, size_t len, bool
 			rs->first_vt = (size_t)(vt - body), rs->stopped = true;
 		rs->ctl_done = len;
 	}
-	scan_yajl(rs, rs->utf8_done);
+	if (last) {
+		scan_yajl(rs, rs->utf8_done);
+		return;
+	}
+	track_strings(rs, body, len);
+	scan_yajl(rs, rs->outside < rs->utf8_done ? rs->outside : rs->utf8_done);
 }
 
 static int scan_finish(struct fg_req_scan *rs, const char *body, size_t len, char *msg,
