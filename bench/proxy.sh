@@ -19,7 +19,15 @@
 #  2. the admission decision's cost per request for 1 KiB, 64 KiB and 1 MiB
 #     bodies (fg-decision-bench, in-process);
 #  3. how many 429s per second the agent answers for an over-quota tenant
-#     (the number bench/gate.sh's SYN-drop rate is compared with).
+#     (the number bench/gate.sh's SYN-drop rate is compared with);
+#  4. CPU per request by body size (1 KiB, 16 KiB, 128 KiB, 1 MiB chat
+#     bodies): a second fairgated and the nginx proxy, both on CPU 0, in
+#     front of a do-nothing upstream (a separate nginx answering a fixed
+#     completion, off CPU 0), the proxy process's CPU time per request over
+#     wrk runs, rounds interleaved; medians and ranges of the per-round
+#     fairgated/nginx ratio. FG_BENCH_BODY_AGENT names another fairgated
+#     binary to run as a third path (before/after a change, same run);
+#     FG_BENCH_BODY_ROUNDS (3) and FG_BENCH_BODY_SECONDS (FG_BENCH_SECONDS).
 # Everything runs in namespaces it creates (fgt-pxb-*) and is removed on exit.
 set -u
 BUILD=$(cd "${1:-build}" && pwd)
@@ -215,3 +223,134 @@ non2xx=$(awk '/Non-2xx/ { print $NF }' "$TMP/flood.out")
 total=$(awk '/requests in/ { print $1 }' "$TMP/flood.out")
 printf 'agent 429s: %.0f responses/s (%s of %s were non-2xx)\n' "$rps429" "${non2xx:-0}" "$total"
 echo "agent_429_per_s=$rps429" >"${FG_BENCH_RESULTS:-/dev/null}"
+
+echo
+echo "== CPU per request by body size: fairgated vs nginx, in front of a do-nothing upstream =="
+# The upstream: an nginx of its own (not the proxy's worker, whose CPU is
+# measured), off CPU 0, answering one fixed completion to any body.
+KEY_BODY=sk-bodies
+mkdir -p "$TMP/sink/logs" "$TMP/nginxb/logs"
+cat >"$TMP/sink/nginx.conf" <<EOF
+worker_processes 1;
+daemon off;
+pid $TMP/sink/nginx.pid;
+error_log $TMP/sink/logs/error.log warn;
+events { worker_connections 1024; }
+http {
+	access_log off;
+	client_body_temp_path $TMP/sink/body;
+	proxy_temp_path $TMP/sink/proxy;
+	fastcgi_temp_path $TMP/sink/fastcgi;
+	uwsgi_temp_path $TMP/sink/uwsgi;
+	scgi_temp_path $TMP/sink/scgi;
+	client_max_body_size 8m;
+	keepalive_requests 1000000;
+	server {
+		listen 8002;
+		default_type application/json;
+		location / {
+			return 200 '{"id":"c","object":"chat.completion","model":"llama-3.3-70b","choices":[{"index":0,"message":{"role":"assistant","content":"ok"},"finish_reason":"stop"}],"usage":{"prompt_tokens":8,"completion_tokens":1,"total_tokens":9}}';
+		}
+	}
+}
+EOF
+# the nginx proxy for this part: the configuration above, its upstream the sink
+sed -e "s|127.0.0.1:8001|127.0.0.1:8002|; s|listen 8080|listen 8082|; s|$TMP/nginx/|$TMP/nginxb/|g" \
+	"$TMP/nginx/nginx.conf" >"$TMP/nginxb/nginx.conf"
+# a 1 MiB prompt is ~260k tokens: a tier and a pool that hold it
+cat >"$TMP/policy-body.yaml" <<EOF
+replica: {kv_pool_tokens: 8000000}
+tiers:
+  wide: {burst_s: 60, default_max_tokens: 16, max_context: 4000000, kv_cap_tokens: 8000000}
+tenants:
+  - name: bodies
+    tier: wide
+    units_per_s: 1000000000000
+    keys: ["sha256:$(printf %s $KEY_BODY | sha256sum | cut -d' ' -f1)"]
+agent:
+  listen: 0.0.0.0:8010
+  engine: 127.0.0.1:8002
+  metrics_listen: 127.0.0.1:9465
+  salt_secret_file: $TMP/salt.key
+EOF
+start "$TMP/sink.log" ip netns exec "$SNS" taskset -c 1 nginx -p "$TMP/sink" -c "$TMP/sink/nginx.conf"
+start "$TMP/nginxb.log" ip netns exec "$SNS" $ON_PROXY nginx -p "$TMP/nginxb" -c "$TMP/nginxb/nginx.conf"
+NGINXB_MASTER=${PIDS[-1]}
+start "$TMP/agentb.log" ip netns exec "$SNS" $ON_PROXY "$BUILD/fairgated" --policy "$TMP/policy-body.yaml" \
+	--ctl "$TMP/ctlb.sock" --no-bpf
+BPATHS=(nginx fairgated)
+declare -A BPORT=([nginx]=8082 [fairgated]=8010) BPID=([fairgated]=${PIDS[-1]})
+if [ -n "${FG_BENCH_BODY_AGENT:-}" ]; then
+	sed -e "s|listen: 0.0.0.0:8010|listen: 0.0.0.0:8011|; s|9465|9466|" "$TMP/policy-body.yaml" \
+		>"$TMP/policy-body2.yaml"
+	start "$TMP/agentc.log" ip netns exec "$SNS" $ON_PROXY "$FG_BENCH_BODY_AGENT" \
+		--policy "$TMP/policy-body2.yaml" --ctl "$TMP/ctlc.sock" --no-bpf
+	BPATHS+=(other)
+	BPORT[other]=8011
+	BPID[other]=${PIDS[-1]}
+	wait_port 8011
+fi
+wait_port 8002; wait_port 8082; wait_port 8010
+for _ in $(seq 50); do
+	BPID[nginx]=$(pgrep -P "$NGINXB_MASTER" | head -1)
+	[ -n "${BPID[nginx]}" ] && break
+	sleep 0.1
+done
+BROUNDS=${FG_BENCH_BODY_ROUNDS:-3} BSECS=${FG_BENCH_BODY_SECONDS:-$SECS}
+BSIZES=(1024 16384 131072 1048576)
+for size in "${BSIZES[@]}"; do
+	# a chat request of exactly `size` bytes: one user message of filler text
+	bhead='{"model":"llama-3.3-70b","messages":[{"role":"user","content":"'
+	btail='"}],"max_tokens":16}'
+	fill=$((size - ${#bhead} - ${#btail}))
+	{ printf %s "$bhead"; yes 'the quick brown fox jumps over the lazy dog' | tr '\n' ' ' |
+		head -c "$fill"; printf %s "$btail"; } >"$TMP/body.$size"
+	cat >"$TMP/body.$size.lua" <<EOF
+local f = io.open("$TMP/body.$size", "rb")
+wrk.method = "POST"
+wrk.body = f:read("*a")
+f:close()
+wrk.headers["Content-Type"] = "application/json"
+wrk.headers["Authorization"] = "Bearer $KEY_BODY"
+EOF
+done
+body_run() { # PATH SIZE SECS -> "cpu-us-per-request requests non2xx"
+	local pid=${BPID[$1]} t0 t1 out
+	t0=$(cpu_ticks "$pid")
+	out=$(ip netns exec "$CNS" wrk -t1 -c8 -d"${3}s" -s "$TMP/body.$2.lua" \
+		"http://$SRV:${BPORT[$1]}/v1/chat/completions")
+	t1=$(cpu_ticks "$pid")
+	echo "$out" | awk -v d=$((t1 - t0)) -v hz="$(getconf CLK_TCK)" '
+		/requests in/ { n = $1 } /Non-2xx/ { bad = $NF }
+		END { printf "%.1f %d %d\n", n ? d / hz * 1e6 / n : 0, n, bad }'
+}
+for p in "${BPATHS[@]}"; do body_run "$p" 1024 1 >/dev/null; done # warm
+for r in $(seq "$BROUNDS"); do
+	for size in "${BSIZES[@]}"; do
+		for i in "${!BPATHS[@]}"; do
+			p=${BPATHS[$(((i + r) % ${#BPATHS[@]}))]}
+			read -r cpu n bad <<<"$(body_run "$p" "$size" "$BSECS")"
+			echo "$r $cpu" >>"$TMP/bcpu.$p.$size"
+			[ "$bad" = 0 ] || echo "   warning: $p $size B round $r: $bad of $n answered non-2xx"
+		done
+	done
+done
+body_ratio() { # PATH SIZE -> "median (lo-hi)" of the per-round PATH/nginx ratios
+	awk 'NR == FNR { f[$1] = $2; next } $1 in f && $2 > 0 { printf "%.3f\n", f[$1] / $2 }' \
+		"$TMP/bcpu.$1.$2" "$TMP/bcpu.nginx.$2" | sort -g |
+		awk '{ a[NR] = $1 } END { m = (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2
+			printf "%.2fx (%.2f-%.2f)", m, a[1], a[NR] }'
+}
+printf '%-8s %13s %17s %20s' body "nginx us/req" "fairgated us/req" "fairgated/nginx"
+[ -n "${FG_BENCH_BODY_AGENT:-}" ] && printf ' %13s %20s' "other us/req" "other/nginx"
+echo
+for size in "${BSIZES[@]}"; do
+	line=$(printf '%-8s %13.1f %17.1f %20s' "$((size / 1024))KiB" \
+		"$(cut -d' ' -f2 "$TMP/bcpu.nginx.$size" | median)" \
+		"$(cut -d' ' -f2 "$TMP/bcpu.fairgated.$size" | median)" "$(body_ratio fairgated "$size")")
+	[ -n "${FG_BENCH_BODY_AGENT:-}" ] && line+=$(printf ' %13.1f %20s' \
+		"$(cut -d' ' -f2 "$TMP/bcpu.other.$size" | median)" "$(body_ratio other "$size")")
+	echo "$line"
+done
+echo "   (proxy CPU time per request: medians over $BROUNDS rounds of ${BSECS}s, wrk -c8;" \
+	"ratios: median and range of the per-round ratios)"

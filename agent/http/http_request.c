@@ -124,8 +124,9 @@ struct scope {
 };
 
 struct scan {
-	const char *body;
+	const char *body;           /* the body so far: it may move between reads */
 	size_t len;
+	size_t base;                /* offset of the bytes yajl is reading now */
 	yajl_handle h;
 	enum fg_api api;
 	struct fg_req_info *info;
@@ -174,9 +175,10 @@ static int fail_with(struct scan *sc, const char *why)
 	return 0; /* yajl: cancel */
 }
 
+/* Offset in the body of where yajl is (it counts from the start of each read). */
 static size_t consumed(const struct scan *sc)
 {
-	return yajl_get_bytes_consumed(sc->h);
+	return sc->base + yajl_get_bytes_consumed(sc->h);
 }
 
 /* The opening quote of the string token whose closing quote is at `close`:
@@ -1048,69 +1050,286 @@ static void scan_free(struct scan *sc)
 	fg_arena_free(sc->arena, sc->num);
 }
 
-int fg_request_parse(enum fg_api api, const char *body, size_t len, struct fg_req_info *info,
-		     char *msg, size_t msglen, const char **param)
-{
-	alignas(max_align_t) char mem[ARENA_BYTES];
+/* ---- reading a body as it arrives ------------------------------------------------ */
+
+/* The checks of the whole body (strict UTF-8, no \f or \v) run on each read
+ * as it comes, and yajl reads only bytes that passed UTF-8; the first
+ * failure of each kind is kept, and fg_request_scan_finish reports them in
+ * the order a one-shot parse would meet them (UTF-8, then control
+ * characters, then yajl's), so where the reads fall changes nothing. */
+struct fg_req_scan {
+	struct scan sc;
 	struct fg_arena arena;
-	struct scan sc = { .body = body, .len = len, .api = api, .info = info, .bad_message = -1,
-			   .arena = &arena };
-	int rc = -1;
+	struct fg_req_info info;    /* filled as the tokens go by; copied out at the end */
+	size_t utf8_done;           /* checked up to here (a sequence cut by a read waits) */
+	size_t utf8_bad;            /* first bad byte, or SIZE_MAX */
+	size_t ctl_done, first_ff, first_vt;
+	size_t fed;                 /* bytes yajl was given */
+	size_t str_done;            /* strings tracked up to here (past len after a '\\') */
+	bool in_str;                /* ... which is inside a string */
+	size_t outside;             /* the last offset known to be outside any string */
+	unsigned reads;             /* in how many calls */
+	bool stopped;               /* yajl said no (ys, err_at), or a check failed */
+	yajl_status ys;
+	size_t err_at;
+	alignas(max_align_t) char mem[ARENA_BYTES];
+};
 
-	fg_arena_init(&arena, mem, sizeof(mem));
-
+static bool scan_init(struct fg_req_scan *rs, enum fg_api api, struct fg_req_info *info)
+{
+	memset(&rs->sc, 0, sizeof(rs->sc));
+	rs->sc.api = api;
+	rs->sc.info = info;
+	rs->sc.bad_message = -1;
+	rs->sc.arena = &rs->arena;
+	rs->utf8_done = rs->ctl_done = rs->fed = rs->err_at = 0;
+	rs->str_done = rs->outside = 0;
+	rs->in_str = false;
+	rs->utf8_bad = rs->first_ff = rs->first_vt = SIZE_MAX;
+	rs->stopped = false;
+	rs->reads = 0;
+	rs->ys = yajl_status_ok;
 	memset(info, 0, sizeof(*info));
-	*param = NULL;
-	if (!len)
-		FAIL(NULL, "the request body is empty; expected a JSON object");
-	size_t bad = utf8_bad_at((const unsigned char *)body, len);
-	if (bad < len)
-		FAIL(NULL, "the request body is not valid JSON: %s at offset %zu",
-		     body[bad] ? "invalid UTF-8" : "NUL byte", bad);
+	fg_arena_init(&rs->arena, rs->mem, sizeof(rs->mem));
+	rs->sc.h = yajl_alloc(&scan_callbacks, &rs->arena.funcs, &rs->sc);
+	return rs->sc.h != NULL;
+}
+
+/* Where the body's bytes [from, len) stop being whole UTF-8 sequences: the
+ * start of a multi-byte sequence the next read completes, else len. */
+static size_t whole_sequences_end(const unsigned char *p, size_t from, size_t len)
+{
+	size_t i = len;
+
+	for (int k = 0; k < 3 && i > from; k++, i--) {
+		unsigned c = p[i - 1];
+		if (c < 0x80)
+			return len;
+		if (c >= 0xc0) {
+			size_t need = c >= 0xf0 ? 4 : c >= 0xe0 ? 3 : 2;
+			return len - (i - 1) < need ? i - 1 : len;
+		}
+	}
+	return len;
+}
+
+static void scan_yajl(struct fg_req_scan *rs, size_t to)
+{
+	struct scan *sc = &rs->sc;
+
+	if (rs->stopped || to <= rs->fed)
+		return;
+	sc->base = rs->fed;
+	rs->reads++;
+	yajl_status ys = yajl_parse(sc->h, (const unsigned char *)sc->body + rs->fed, to - rs->fed);
+	if (ys != yajl_status_ok) {
+		rs->stopped = true;
+		rs->ys = ys;
+		rs->err_at = consumed(sc);
+	}
+	rs->fed = to;
+}
+
+/* Follow strings over the new bytes (memchr for quotes and backslashes) to
+ * know where yajl may be stopped: yajl re-lexes a token cut by a read from
+ * its start on every later read, so a 1 MiB prompt fed in reads would be
+ * lexed many times over. Fed only up to the last point outside a string,
+ * it sees each string whole. */
+static void track_strings(struct fg_req_scan *rs, const char *b, size_t len)
+{
+	size_t i = rs->str_done, quote = SIZE_MAX;
+
+	while (i < len) {
+		if (!rs->in_str) {
+			const char *q = memchr(b + i, '"', len - i);
+			if (!q) {
+				i = rs->outside = len;
+				break;
+			}
+			rs->outside = (size_t)(q - b);
+			i = rs->outside + 1;
+			rs->in_str = true;
+			quote = SIZE_MAX;
+			continue;
+		}
+		if (quote == SIZE_MAX || quote < i) {
+			const char *q = memchr(b + i, '"', len - i);
+			quote = q ? (size_t)(q - b) : len;
+		}
+		const char *e = memchr(b + i, '\\', quote - i);
+		if (e) {
+			i = (size_t)(e - b) + 2; /* the escaped byte, whatever it is */
+			continue;
+		}
+		if (quote == len) {
+			i = len;
+			break;
+		}
+		i = rs->outside = quote + 1;
+		rs->in_str = false;
+	}
+	rs->str_done = i;
+}
+
+/* body: all of it so far (len bytes), of which what is past the last call is new. */
+static void scan_feed(struct fg_req_scan *rs, const char *body, size_t len, bool last)
+{
+	const unsigned char *u = (const unsigned char *)body;
+
+	rs->sc.body = body;
+	rs->sc.len = len;
+	if (rs->utf8_bad == SIZE_MAX && rs->utf8_done < len) {
+		size_t to = last ? len : whole_sequences_end(u, rs->utf8_done, len);
+		size_t bad = rs->utf8_done + utf8_bad_at(u + rs->utf8_done, to - rs->utf8_done);
+		if (bad < to)
+			rs->utf8_bad = bad, rs->stopped = true;
+		else
+			rs->utf8_done = to;
+	}
 	/* yajl takes \v and \f for whitespace; JSON has neither, and inside a
 	 * string any raw control character is refused anyway */
-	const char *ctl = memchr(body, '\f', len);
-	if (!ctl)
-		ctl = memchr(body, '\v', len);
-	if (ctl)
-		FAIL(NULL, "the request body is not valid JSON: control character 0x%02x at offset %zu",
-		     *ctl, (size_t)(ctl - body));
-	sc.h = yajl_alloc(&scan_callbacks, &arena.funcs, &sc);
-	if (!sc.h) {
-		snprintf(msg, msglen, "out of memory while reading the request");
-		return -1;
+	if (rs->ctl_done < len) {
+		const char *ff = rs->first_ff == SIZE_MAX ?
+			memchr(body + rs->ctl_done, '\f', len - rs->ctl_done) : NULL;
+		const char *vt = rs->first_vt == SIZE_MAX ?
+			memchr(body + rs->ctl_done, '\v', len - rs->ctl_done) : NULL;
+		if (ff)
+			rs->first_ff = (size_t)(ff - body), rs->stopped = true;
+		if (vt)
+			rs->first_vt = (size_t)(vt - body), rs->stopped = true;
+		rs->ctl_done = len;
 	}
-	yajl_status ys = yajl_parse(sc.h, (const unsigned char *)body, len);
-	size_t at = yajl_get_bytes_consumed(sc.h);
-	if (ys == yajl_status_ok)
-		ys = yajl_complete_parse(sc.h), at = len;
+	if (last) {
+		scan_yajl(rs, rs->utf8_done);
+		return;
+	}
+	track_strings(rs, body, len);
+	scan_yajl(rs, rs->outside < rs->utf8_done ? rs->outside : rs->utf8_done);
+}
+
+static int scan_finish(struct fg_req_scan *rs, const char *body, size_t len, char *msg,
+		       size_t msglen, const char **param)
+{
+	struct scan *sc = &rs->sc;
+	struct fg_req_info *info = sc->info;
+	int rc = -1;
+
+	*param = NULL;
+	if (!sc->h) {
+		snprintf(msg, msglen, "out of memory while reading the request");
+		goto out;
+	}
+	scan_feed(rs, body, len, true);
+	if (!len) {
+		snprintf(msg, msglen, "the request body is empty; expected a JSON object");
+		goto out;
+	}
+	if (rs->utf8_bad != SIZE_MAX) {
+		size_t bad = rs->utf8_bad;
+		snprintf(msg, msglen, "the request body is not valid JSON: %s at offset %zu",
+			 body[bad] ? "invalid UTF-8" : "NUL byte", bad);
+		goto out;
+	}
+	size_t ctl = rs->first_ff != SIZE_MAX ? rs->first_ff : rs->first_vt;
+	if (ctl != SIZE_MAX) {
+		snprintf(msg, msglen,
+			 "the request body is not valid JSON: control character 0x%02x at offset %zu",
+			 body[ctl], ctl);
+		goto out;
+	}
+	yajl_status ys = rs->ys;
+	size_t at = rs->err_at;
+	if (!rs->stopped)
+		ys = yajl_complete_parse(sc->h), at = len;
+	if (ys != yajl_status_ok && rs->reads > 1) {
+		/* yajl's offset for a grammar error depends on where its reads
+		 * fell (a token cut by a read is reported a byte further on): a
+		 * body read in pieces that turns out bad is read again in one, so
+		 * that its client gets the one-shot parse's message. Only bad
+		 * bodies pay the second pass. */
+		struct fg_req_scan again;
+		scan_free(sc);
+		sc->h = NULL;
+		scan_init(&again, sc->api, info);
+		return scan_finish(&again, body, len, msg, msglen, param);
+	}
 	if (ys != yajl_status_ok) {
-		if (sc.err) {
+		if (sc->err) {
 			snprintf(msg, msglen, "the request body is not valid JSON: %s (near offset %zu)",
-				 sc.err, at);
+				 sc->err, at);
 		} else {
-			unsigned char *e = yajl_get_error(sc.h, 0, NULL, 0);
+			unsigned char *e = yajl_get_error(sc->h, 0, NULL, 0);
 			const char *text = e ? (const char *)e : "parse error";
 			int tl = (int)strcspn(text, "\n");
 			snprintf(msg, msglen, "the request body is not valid JSON: %.*s (near offset %zu)",
 				 tl, text, at);
 			if (e)
-				yajl_free_error(sc.h, e);
+				yajl_free_error(sc->h, e);
 		}
 		goto out;
 	}
 	/* yajl lets an unfinished token after the value pass at EOF */
-	if (!sc.not_object && !all_space(body + sc.top_end, len - sc.top_end)) {
+	if (!sc->not_object && !all_space(body + sc->top_end, len - sc->top_end)) {
 		snprintf(msg, msglen, "the request body is not valid JSON: trailing garbage (near offset %zu)",
-			 sc.top_end);
+			 sc->top_end);
 		goto out;
 	}
-	rc = interpret(&sc, api, msg, msglen, param);
+	rc = interpret(sc, sc->api, msg, msglen, param);
 out:
-	scan_free(&sc);
+	scan_free(sc);
+	sc->h = NULL;
 	if (rc)
 		memset(info, 0, sizeof(*info));
 	return rc;
+}
+
+int fg_request_parse(enum fg_api api, const char *body, size_t len, struct fg_req_info *info,
+		     char *msg, size_t msglen, const char **param)
+{
+	struct fg_req_scan rs;
+
+	scan_init(&rs, api, info);
+	return scan_finish(&rs, body, len, msg, msglen, param);
+}
+
+struct fg_req_scan *fg_request_scan_new(enum fg_api api)
+{
+	struct fg_req_scan *rs = malloc(sizeof(*rs));
+
+	if (rs && !scan_init(rs, api, &rs->info)) {
+		free(rs);
+		rs = NULL;
+	}
+	return rs;
+}
+
+enum fg_api fg_request_scan_api(const struct fg_req_scan *rs)
+{
+	return rs->sc.api;
+}
+
+void fg_request_scan_feed(struct fg_req_scan *rs, const char *body, size_t len)
+{
+	scan_feed(rs, body, len, false);
+}
+
+int fg_request_scan_finish(struct fg_req_scan *rs, const char *body, size_t len,
+			   struct fg_req_info *info, char *msg, size_t msglen, const char **param)
+{
+	int rc = scan_finish(rs, body, len, msg, msglen, param);
+
+	*info = rs->info;
+	free(rs);
+	return rc;
+}
+
+void fg_request_scan_free(struct fg_req_scan *rs)
+{
+	if (!rs)
+		return;
+	if (rs->sc.h)
+		scan_free(&rs->sc);
+	free(rs);
 }
 
 /* ---- the forwarded body ---------------------------------------------------------- */

@@ -77,6 +77,22 @@ struct fg_req_info {
 int fg_request_parse(enum fg_api api, const char *body, size_t len, struct fg_req_info *info,
 		     char *msg, size_t msglen, const char **param);
 
+/* The same check over a body read piece by piece, so that each read costs
+ * only its own bytes and the end of the body costs nothing more:
+ * fg_request_scan_feed after each read (body: all of it so far, which may
+ * have moved; only what is past the previous call is read), then
+ * fg_request_scan_finish with the whole body, which returns and fills
+ * exactly what fg_request_parse would for it, wherever the reads fell, and
+ * frees the scan. fg_request_scan_free drops one that is not finished.
+ * NULL when out of memory. */
+struct fg_req_scan;
+struct fg_req_scan *fg_request_scan_new(enum fg_api api);
+enum fg_api fg_request_scan_api(const struct fg_req_scan *scan);
+void fg_request_scan_feed(struct fg_req_scan *scan, const char *body, size_t len);
+int fg_request_scan_finish(struct fg_req_scan *scan, const char *body, size_t len,
+			   struct fg_req_info *info, char *msg, size_t msglen, const char **param);
+void fg_request_scan_free(struct fg_req_scan *scan);
+
 /* The APIs whose streams the rewrite can force usage on (their parse
  * tracks stream_options; vLLM's responses streams carry no usage option). */
 static inline bool fg_api_streams_usage(enum fg_api api)

@@ -136,6 +136,8 @@ static int on_body(http_parser *p, const char *at, size_t len)
 		x->reject_status = 500;
 		return -1;
 	}
+	if (x->scan) /* checked as it comes: the work of a read is that read's bytes */
+		fg_request_scan_feed(x->scan, fg_buf_head(&x->body), fg_buf_used(&x->body));
 	x->body_held += len;
 	c->px->buffered += len;
 	return 0;
@@ -273,6 +275,7 @@ static void exchange_reset(struct fg_client *c)
 	if (x->tenant)
 		fg_tenant_unref(&c->px->tenants, x->tenant);
 	free(x->fwd_body);
+	fg_request_scan_free(x->scan);
 	fg_sse_free(&x->sse_state);
 	c->px->buffered -= x->body_held;
 	fg_buf_free(&x->hdrs.raw);
@@ -893,6 +896,23 @@ static bool count_first(struct fg_client *c)
 	return true;
 }
 
+/* The body's check: finished from the reads when they were scanned as they
+ * came (the same answer as one pass), else one pass now. */
+static int parse_body(struct fg_client *c, enum fg_api api, char *msg, size_t msglen,
+		      const char **param)
+{
+	struct fg_exchange *x = c->x;
+	struct fg_req_scan *scan = x->scan;
+
+	x->scan = NULL;
+	if (scan && fg_request_scan_api(scan) == api)
+		return fg_request_scan_finish(scan, fg_buf_head(&x->body), fg_buf_used(&x->body),
+					      &x->info, msg, msglen, param);
+	fg_request_scan_free(scan);
+	return fg_request_parse(api, fg_buf_head(&x->body), fg_buf_used(&x->body), &x->info, msg,
+				msglen, param);
+}
+
 /* A metered request: its body read, checked and priced. */
 static void metered(struct fg_client *c)
 {
@@ -903,16 +923,13 @@ static void metered(struct fg_client *c)
 
 	if (api == FG_API_PASSTHROUGH) {
 		/* any JSON body has its salt and priority rewritten; others go as they are */
-		x->json_body = fg_buf_used(&x->body) &&
-			       !fg_request_parse(api, fg_buf_head(&x->body), fg_buf_used(&x->body),
-						 &x->info, msg, sizeof(msg), &param);
+		x->json_body = fg_buf_used(&x->body) && !parse_body(c, api, msg, sizeof(msg), &param);
 		x->info.api = api;
 		x->info.shape.fixed_units = x->route.pass->units;
 		admit_and_go(c);
 		return;
 	}
-	if (fg_request_parse(api, fg_buf_head(&x->body), fg_buf_used(&x->body), &x->info, msg,
-			     sizeof(msg), &param)) {
+	if (parse_body(c, api, msg, sizeof(msg), &param)) {
 		fg_tenants_count(x->tenant, FG_OUT_BAD_REQUEST);
 		fg_client_error(c, 400, "invalid_request_error", NULL, param, msg, NULL);
 		return;
@@ -934,8 +951,7 @@ static void unmetered(struct fg_client *c)
 	if (x->tenant)
 		fg_tenants_count(x->tenant, FG_OUT_UNMETERED);
 	x->json_body = x->api == FG_API_PASSTHROUGH && fg_buf_used(&x->body) &&
-		       !fg_request_parse(FG_API_PASSTHROUGH, fg_buf_head(&x->body),
-					 fg_buf_used(&x->body), &x->info, msg, sizeof(msg), &param);
+		       !parse_body(c, FG_API_PASSTHROUGH, msg, sizeof(msg), &param);
 	if (x->json_body && (x->info.cache_salt.present || x->info.priority.present) &&
 	    !rewrite_body(c)) {
 		fg_client_error(c, 500, "server_error", NULL, NULL,
@@ -958,7 +974,8 @@ static bool check_heads(struct fg_client *c)
 	x->heads_pending = false;
 	if (!route(c))
 		return false;
-	if (!identify(c, &why) && !x->route.public_path) {
+	bool keyed = identify(c, &why) != NULL;
+	if (!keyed && !x->route.public_path) {
 		px->metrics.unauthenticated++;
 		fg_client_error(c, 401, "invalid_request_error", "invalid_api_key", NULL, why,
 				"WWW-Authenticate: Bearer\r\n");
@@ -972,6 +989,10 @@ static bool check_heads(struct fg_client *c)
 	}
 	if (x->want_continue)
 		fg_buf_append(&c->out, "HTTP/1.1 100 Continue\r\n\r\n", 25);
+	/* the bodies handle_request parses (metered, or any passthrough): read as
+	 * they arrive; without memory, parsed in one pass at the end instead */
+	if (x->api != FG_API_NONE && (keyed || x->api == FG_API_PASSTHROUGH))
+		x->scan = fg_request_scan_new(x->api);
 	return true;
 }
 

@@ -91,6 +91,7 @@ struct fg_exchange {
 	struct fg_tokenize *tok;  /* the exact-count call under way, or NULL */
 	uint64_t tok_started_ns;
 	struct fg_req_info info;
+	struct fg_req_scan *scan; /* the body's check, read by read as it arrives, or NULL */
 	struct fg_gw_request gwr; /* the gateway's request: price, queue, KV, window */
 	bool reserved;            /* gwr is live in the gateway until settled */
 	bool long_ctx;            /* goes to the long-context pool */

@@ -5,7 +5,8 @@
  * The first two input bytes pick the API and the rewrite (salt or none,
  * forced usage, priority, an output cap); the rest is the body. Invariants: a
  * refusal has a message and goes out as an OpenAI error (whatever bytes
- * the message quotes); the agent's streaming validator and a full jansson
+ * the message quotes); the body read in pieces (fg_request_scan_*, cut
+ * anywhere) gets exactly the one-shot parse's answer; the agent's streaming validator and a full jansson
  * parse (with duplicate keys refused) agree on which bodies are JSON
  * objects; an accepted body is priced with finite,
  * non-negative numbers; the forwarded body is one JSON object without
@@ -26,6 +27,7 @@
 #include "policy/cost_model.h"
 #include "policy/policy.h"
 #include "policy/pricing.h"
+#include "selftests/common/request_scan_diff.h"
 #include "selftests/fuzz/fuzz_common.h"
 
 static const char *const salts[] = {
@@ -198,6 +200,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 	memcpy(body, data, size);
 	int rc = fg_request_parse(api, body, size, &info, msg, sizeof(msg), &param);
+	/* the same bytes read in pieces, as the proxy reads a body: the same answer */
+	char why[1024];
+	FUZZ_CHECK(scan_diff(api, body, size, 64, 2, ((uint64_t)opt2 << 8 | opt) + size, why,
+			     sizeof(why)),
+		   "the body read in pieces differs from one read: %s", why);
 	/* the oracle: one definition of a valid body, jansson's tree */
 	json_t *client = json_loadb(body, size, JSON_REJECT_DUPLICATES, NULL);
 	if (client && json_is_object(client) && !memchr(body, 0, size))
