@@ -79,9 +79,13 @@ static bool scan_diff(enum fg_api api, const char *body, size_t len, size_t ever
 		      unsigned random_splits, uint64_t seed, char *why, size_t whylen)
 {
 	struct scan_ref ref;
-	size_t *cuts = malloc((len + 1) * sizeof(*cuts));
+	size_t *cuts = calloc(len + 1, sizeof(*cuts));
 	bool ok = true;
 
+	if (!cuts) {
+		snprintf(why, whylen, "out of memory");
+		return false;
+	}
 	scan_ref_of(api, body, len, &ref);
 	if (!scan_diff_pieces(api, body, len, cuts, 0, &ref, why, whylen)) {
 		ok = false;
