@@ -47,6 +47,33 @@ static void models(struct fg_cost_model *assumed, struct fg_cost_model *truth)
 	fg_cost_model_derive(truth);
 }
 
+/* The usual case: a fit initialised on the assumed model beside its truth;
+ * freed after the test, also when an assertion fails. */
+struct calib_rig {
+	struct fg_cost_model assumed, truth;
+	struct fg_calib *calib;
+};
+
+static int rig_up(void **state)
+{
+	struct calib_rig *r = test_malloc(sizeof(*r));
+
+	models(&r->assumed, &r->truth);
+	r->calib = test_malloc(sizeof(*r->calib));
+	fg_calib_init(r->calib, &r->assumed);
+	*state = r;
+	return 0;
+}
+
+static int rig_down(void **state)
+{
+	struct calib_rig *r = *state;
+
+	test_free(r->calib);
+	test_free(r);
+	return 0;
+}
+
 /* xorshift and Box-Muller: repeatable noise */
 static uint64_t rng = 88172645463325252ull;
 static double unif(void)
@@ -109,11 +136,9 @@ static void cost_model_identity(void **state)
 
 static void fit_converges_on_noisy_truth(void **state)
 {
-	(void)state;
-	struct fg_cost_model a, t;
-	struct fg_calib *c = test_malloc(sizeof(*c));
-	models(&a, &t);
-	fg_calib_init(c, &a);
+	struct calib_rig *r = *state;
+	struct fg_cost_model a = r->assumed, t = r->truth;
+	struct fg_calib *c = r->calib;
 
 	observe(c, &t, SEC, 2000, 1);
 	const struct fg_calib_fit *f = fg_calib_refit(c, 21 * SEC);
@@ -131,31 +156,25 @@ static void fit_converges_on_noisy_truth(void **state)
 	assert_rel(f->rms_s, 3e-4, 0.2);
 	assert_true(f->prompt_identified && f->context_identified);
 	assert_true(f->prompt_token_se_s > 0 && f->prompt_token_se_s < 0.01 * f->prompt_token_s);
-	test_free(c);
 }
 
 static void too_few_is_the_assumption(void **state)
 {
-	(void)state;
-	struct fg_cost_model a, t;
-	struct fg_calib *c = test_malloc(sizeof(*c));
-	models(&a, &t);
-	fg_calib_init(c, &a);
+	struct calib_rig *r = *state;
+	struct fg_cost_model a = r->assumed, t = r->truth;
+	struct fg_calib *c = r->calib;
 
 	observe(c, &t, SEC, FG_CALIB_MIN_STEPS - 1, 1);
 	const struct fg_calib_fit *f = fg_calib_refit(c, 2 * SEC);
 	assert_false(f->valid);
 	assert_rel(f->cm.output_weight, a.output_weight, 1e-12);
-	test_free(c);
 }
 
 static void stalls_and_outliers_trimmed(void **state)
 {
-	(void)state;
-	struct fg_cost_model a, t;
-	struct fg_calib *c = test_malloc(sizeof(*c));
-	models(&a, &t);
-	fg_calib_init(c, &a);
+	struct calib_rig *r = *state;
+	struct fg_cost_model t = r->truth;
+	struct fg_calib *c = r->calib;
 
 	observe(c, &t, SEC, 2000, 1);
 	/* 4% of steps delayed 20x (a GC pause, a preemption's recompute) */
@@ -165,16 +184,13 @@ static void stalls_and_outliers_trimmed(void **state)
 	assert_true(f->valid);
 	assert_true(f->trimmed >= 80);
 	assert_rel(f->cm.output_weight, t.output_weight, 0.03);
-	test_free(c);
 }
 
 static void garbage_rejected(void **state)
 {
-	(void)state;
-	struct fg_cost_model a, t;
-	struct fg_calib *c = test_malloc(sizeof(*c));
-	models(&a, &t);
-	fg_calib_init(c, &a);
+	struct calib_rig *r = *state;
+	struct fg_cost_model a = r->assumed;
+	struct fg_calib *c = r->calib;
 
 	assert_int_equal(fg_calib_add_step(c, SEC, NAN, 100, 0, 0.01), FG_CALIB_BAD_NUMBER);
 	assert_int_equal(fg_calib_add_step(c, SEC, 4, -1, 0, 0.01), FG_CALIB_BAD_NUMBER);
@@ -194,16 +210,13 @@ static void garbage_rejected(void **state)
 	/* nothing but garbage: no fit, the assumption */
 	assert_false(fg_calib_refit(c, 2 * SEC)->valid);
 	assert_rel(c->fit.cm.output_weight, a.output_weight, 1e-12);
-	test_free(c);
 }
 
 static void box_holds_a_sick_engine(void **state)
 {
-	(void)state;
-	struct fg_cost_model a, t;
-	struct fg_calib *c = test_malloc(sizeof(*c));
-	models(&a, &t);
-	fg_calib_init(c, &a);
+	struct calib_rig *r = *state;
+	struct fg_cost_model a = r->assumed, t = r->truth;
+	struct fg_calib *c = r->calib;
 
 	observe(c, &t, SEC, 2000, 50); /* everything 50x slower */
 	const struct fg_calib_fit *f = fg_calib_refit(c, 21 * SEC);
@@ -213,16 +226,13 @@ static void box_holds_a_sick_engine(void **state)
 	assert_true(f->step_per_context_s <= a.output_s_per_context * FG_CALIB_BOX * (1 + 1e-12));
 	assert_true(f->step_fixed_s <= fg_decode_step_batch_s(&a, 0, 0) * FG_CALIB_BOX * (1 + 1e-12));
 	assert_true(isfinite(f->cm.output_weight) && f->cm.output_weight > 0);
-	test_free(c);
 }
 
 static void window_slides(void **state)
 {
-	(void)state;
-	struct fg_cost_model a, t;
-	struct fg_calib *c = test_malloc(sizeof(*c));
-	models(&a, &t);
-	fg_calib_init(c, &a);
+	struct calib_rig *r = *state;
+	struct fg_cost_model t = r->truth;
+	struct fg_calib *c = r->calib;
 
 	observe(c, &t, SEC, 2000, 2);            /* an engine twice as slow ... */
 	observe(c, &t, 400 * SEC, 2000, 1);      /* ... replaced 6 minutes later */
@@ -231,7 +241,6 @@ static void window_slides(void **state)
 	assert_int_equal(c->len, 2000);
 	assert_rel(f->cm.output_weight, t.output_weight, 0.02);
 	assert_rel(f->prompt_token_s, t.prompt_token_s, 0.02);
-	test_free(c);
 }
 
 static void follow_rate_floor_ceiling(void **state)
@@ -312,11 +321,9 @@ static void hold_then_follow_without_a_jump(void **state)
  * per-sequence one, and the fit says so (the price holds, above). */
 static void unvaried_context_not_identified(void **state)
 {
-	(void)state;
-	struct fg_cost_model a, t;
-	struct fg_calib *c = test_malloc(sizeof(*c));
-	models(&a, &t);
-	fg_calib_init(c, &a);
+	struct calib_rig *r = *state;
+	struct fg_cost_model a = r->assumed, t = r->truth;
+	struct fg_calib *c = r->calib;
 
 	for (int i = 0; i < 2000; i++) {
 		double batch = 1 + floor(unif() * 48), pre = i % 4 ? 0 : 50 + floor(unif() * 4000);
@@ -333,21 +340,20 @@ static void unvaried_context_not_identified(void **state)
 	assert_rel(f->step_per_context_s, a.output_s_per_context, 1e-3);
 	assert_rel(fg_decode_step_batch_s(&f->cm, 16, 16 * 300.0), fg_decode_step_batch_s(&t, 16, 16 * 300.0), 0.02);
 	assert_rel(f->prompt_token_s, t.prompt_token_s, 0.02);
-	test_free(c);
 }
 
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(cost_model_identity),
-		cmocka_unit_test(fit_converges_on_noisy_truth),
-		cmocka_unit_test(too_few_is_the_assumption),
-		cmocka_unit_test(stalls_and_outliers_trimmed),
-		cmocka_unit_test(garbage_rejected),
-		cmocka_unit_test(box_holds_a_sick_engine),
-		cmocka_unit_test(window_slides),
+		cmocka_unit_test_setup_teardown(fit_converges_on_noisy_truth, rig_up, rig_down),
+		cmocka_unit_test_setup_teardown(too_few_is_the_assumption, rig_up, rig_down),
+		cmocka_unit_test_setup_teardown(stalls_and_outliers_trimmed, rig_up, rig_down),
+		cmocka_unit_test_setup_teardown(garbage_rejected, rig_up, rig_down),
+		cmocka_unit_test_setup_teardown(box_holds_a_sick_engine, rig_up, rig_down),
+		cmocka_unit_test_setup_teardown(window_slides, rig_up, rig_down),
 		cmocka_unit_test(follow_rate_floor_ceiling),
-		cmocka_unit_test(unvaried_context_not_identified),
+		cmocka_unit_test_setup_teardown(unvaried_context_not_identified, rig_up, rig_down),
 		cmocka_unit_test(hold_then_follow_without_a_jump),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
