@@ -677,7 +677,8 @@ uint64_t fg_gw_deny_until(struct fg_gateway *gw, uint32_t tenant, uint64_t now_n
 void fg_gw_set_cost_model(struct fg_gateway *gw, const struct fg_cost_model *cm)
 {
 	gw->cm = *cm;
-	setup_tpot(gw);
+	if (gw->policy) /* no policy yet, no TPOT tier to follow it */
+		setup_tpot(gw);
 }
 
 void fg_gw_reload(struct fg_gateway *gw, const struct fg_policy *p, uint64_t now_ns)
