@@ -2,12 +2,14 @@
  * as the agent's scraper reads it (fg_engine_metrics_parse), arbitrary
  * bytes.
  *
- * Invariants: only the four known bits are ever set, and only for a metric
- * whose name appears in the text; every number handed to the gateway is
- * finite and non-negative (it compares them with its own books); and the
- * parse is line-local: the text cut at any line break parses into two
- * halves that combine (sums add, the KV gauge takes the max, bits OR) to
- * the whole. */
+ * Invariants: only the five known bits are ever set, and only for a metric
+ * whose name appears in the text (the inter-token histogram's bit for its
+ * _sum and _count both); every number handed to the gateway is finite and
+ * non-negative (it compares them with its own books); and the parse is
+ * line-local: the text cut at any line break parses into two halves that
+ * combine (sums add, the KV gauge takes the max, the gauges' bits OR) to
+ * the whole; the histogram's bit, which needs two lines, is set in the
+ * whole when either half has it. */
 #include <math.h>
 #include <string.h>
 
@@ -37,15 +39,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	struct fg_engine_metrics m, a, b;
 
 	fg_engine_metrics_parse(text, size, &m);
-	FUZZ_CHECK(!(m.found & ~15u), "found bits %#x", m.found);
+	FUZZ_CHECK(!(m.found & ~31u), "found bits %#x", m.found);
+	if (m.found & 16)
+		FUZZ_CHECK(memmem(text, size, "vllm:inter_token_latency_seconds_sum", 36) &&
+				   memmem(text, size, "vllm:inter_token_latency_seconds_count", 38),
+			   "the inter-token histogram found but not in the text");
 	for (int i = 0; i < 4; i++)
 		if (m.found & (1u << i))
 			FUZZ_CHECK(memmem(text, size, names[i], strlen(names[i])),
 				   "%s found but not in the text", names[i]);
 	FUZZ_CHECK(usable(m.waiting) && usable(m.running) && usable(m.preemptions) &&
-			   usable(m.kv_usage),
-		   "waiting %g running %g preemptions %g kv %g", m.waiting, m.running,
-		   m.preemptions, m.kv_usage);
+			   usable(m.kv_usage) && usable(m.itl_sum) && usable(m.itl_count),
+		   "waiting %g running %g preemptions %g kv %g itl %g / %g", m.waiting, m.running,
+		   m.preemptions, m.kv_usage, m.itl_sum, m.itl_count);
 
 	/* Cut after the line break nearest the middle. */
 	const char *nl = size ? memchr(text + size / 2, '\n', size - size / 2) : NULL;
@@ -54,12 +60,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	size_t cut = (size_t)(nl - text) + 1;
 	fg_engine_metrics_parse(text, cut, &a);
 	fg_engine_metrics_parse(text + cut, size - cut, &b);
-	FUZZ_CHECK((a.found | b.found) == m.found, "bits %#x | %#x != %#x", a.found, b.found,
-		   m.found);
+	FUZZ_CHECK(((a.found | b.found) & 15u) == (m.found & 15u), "bits %#x | %#x != %#x",
+		   a.found, b.found, m.found);
+	FUZZ_CHECK(!((a.found | b.found) & 16) || (m.found & 16),
+		   "a half has the inter-token histogram, the whole does not");
 	FUZZ_CHECK(close_to(a.waiting + b.waiting, m.waiting), "waiting not additive");
 	FUZZ_CHECK(close_to(a.running + b.running, m.running), "running not additive");
 	FUZZ_CHECK(close_to(a.preemptions + b.preemptions, m.preemptions),
 		   "preemptions not additive");
 	FUZZ_CHECK(fmax(a.kv_usage, b.kv_usage) == m.kv_usage, "kv usage not the max");
+	FUZZ_CHECK(close_to(a.itl_sum + b.itl_sum, m.itl_sum), "inter-token sum not additive");
+	FUZZ_CHECK(close_to(a.itl_count + b.itl_count, m.itl_count),
+		   "inter-token count not additive");
 	return 0;
 }
