@@ -5,7 +5,6 @@
 #include <string.h>
 
 #include "cli/ctl_show.h"
-#include "lib/ctl_protocol.h"
 
 struct row {
 	const char *label, *key, *fmt;
@@ -77,20 +76,13 @@ void fg_show_calibration(const json_t *cal)
 
 json_t *fg_fetch_calibration(const char *ctl)
 {
-	char err[256];
-	json_t *req = json_pack("{s:s}", "cmd", "status");
-	json_t *reply = fg_ctl_call(fg_ctl_path(ctl), req, err, sizeof(err));
+	json_t *reply = fg_show_ask(ctl, json_pack("{s:s}", "cmd", "status"), "?");
 
-	json_decref(req);
-	if (!reply) {
-		fprintf(stderr, "fairgatectl: %s\n", err);
+	if (!reply)
 		return NULL;
-	}
 	json_t *cal = json_incref(json_object_get(reply, "calibration"));
-	if (!json_is_true(json_object_get(reply, "ok")) || !cal)
-		fprintf(stderr, "fairgatectl: %s\n",
-			json_is_true(json_object_get(reply, "ok")) ? "the agent reports no calibration"
-								 : fg_show_str(reply, "error"));
+	if (!cal)
+		fprintf(stderr, "fairgatectl: the agent reports no calibration\n");
 	json_decref(reply);
 	return cal;
 }

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "cli/ctl_commands.h"
+#include "cli/ctl_show.h"
 #include "lib/ctl_protocol.h"
 #include "policy/policy.h"
 #include "policy/policy_yaml.h"
@@ -135,18 +136,9 @@ int fg_cmd_policy_apply(int argc, char **argv)
 	}
 	free(text);
 	free(ttext);
-	json_t *reply = fg_ctl_call(fg_ctl_path(ctl), req, err, sizeof(err));
-	json_decref(req);
-	if (!reply) {
-		fprintf(stderr, "fairgatectl: %s\n", err);
+	json_t *reply = fg_show_ask(ctl, req, "fairgated refused the policy");
+	if (!reply)
 		return 1;
-	}
-	if (!json_is_true(json_object_get(reply, "ok"))) {
-		const char *e = json_string_value(json_object_get(reply, "error"));
-		fprintf(stderr, "fairgatectl: %s\n", e ? e : "fairgated refused the policy");
-		json_decref(reply);
-		return 1;
-	}
 	if (json) {
 		json_object_del(reply, "ok");
 		json_dumpf(reply, stdout, JSON_INDENT(2) | JSON_SORT_KEYS);

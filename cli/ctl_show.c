@@ -17,6 +17,25 @@ const char *fg_show_str(const json_t *o, const char *k)
 	return s ? s : "?";
 }
 
+json_t *fg_show_ask(const char *ctl, json_t *req, const char *refused)
+{
+	char err[512];
+	json_t *reply = fg_ctl_call(fg_ctl_path(ctl), req, err, sizeof(err));
+
+	json_decref(req);
+	if (!reply) {
+		fprintf(stderr, "fairgatectl: %s\n", err);
+		return NULL;
+	}
+	if (!json_is_true(json_object_get(reply, "ok"))) {
+		const char *e = json_string_value(json_object_get(reply, "error"));
+		fprintf(stderr, "fairgatectl: %s\n", e ? e : refused);
+		json_decref(reply);
+		return NULL;
+	}
+	return reply;
+}
+
 static int usage(const char *cmd)
 {
 	fprintf(stderr, "usage: fairgatectl %s [--json] [--ctl PATH]\n", cmd);
@@ -33,7 +52,6 @@ int fg_show_command(int argc, char **argv, const char *cmd,
 	};
 	const char *ctl = NULL;
 	int opt, json = 0;
-	char err[512];
 
 	optind = 0;
 	while ((opt = getopt_long(argc + 1, argv - 1, "", longopts, NULL)) != -1) {
@@ -47,17 +65,9 @@ int fg_show_command(int argc, char **argv, const char *cmd,
 	if (optind != argc + 1)
 		return usage(cmd);
 	json_t *req = json_pack("{s:s}", "cmd", cmd);
-	json_t *reply = fg_ctl_call(fg_ctl_path(ctl), req, err, sizeof(err));
-	json_decref(req);
-	if (!reply) {
-		fprintf(stderr, "fairgatectl: %s\n", err);
+	json_t *reply = fg_show_ask(ctl, req, "?");
+	if (!reply)
 		return 1;
-	}
-	if (!json_is_true(json_object_get(reply, "ok"))) {
-		fprintf(stderr, "fairgatectl: %s\n", fg_show_str(reply, "error"));
-		json_decref(reply);
-		return 1;
-	}
 	if (json) {
 		json_object_del(reply, "ok");
 		json_dumpf(reply, stdout, JSON_INDENT(2) | JSON_SORT_KEYS);

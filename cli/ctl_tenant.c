@@ -16,7 +16,7 @@
 #include <jansson.h>
 
 #include "cli/ctl_commands.h"
-#include "lib/ctl_protocol.h"
+#include "cli/ctl_show.h"
 #include "lib/event_loop.h"
 #include "maps/kernel_maps.h"
 
@@ -364,21 +364,8 @@ int fg_cmd_tenant_show(int argc, char **argv)
 
 static int call(const struct tenant_opts *o, json_t *req, json_t **reply)
 {
-	char err[512];
-
-	*reply = fg_ctl_call(fg_ctl_path(o->ctl), req, err, sizeof(err));
-	json_decref(req);
-	if (!*reply) {
-		fprintf(stderr, "fairgatectl: %s\n", err);
-		return 1;
-	}
-	if (!json_is_true(json_object_get(*reply, "ok"))) {
-		fprintf(stderr, "fairgatectl: %s\n",
-			json_string_value(json_object_get(*reply, "error")) ?: "fairgated refused");
-		json_decref(*reply);
-		return 1;
-	}
-	return 0;
+	*reply = fg_show_ask(o->ctl, req, "fairgated refused");
+	return *reply ? 0 : 1;
 }
 
 int fg_cmd_tenant_deny(int argc, char **argv)
