@@ -16,6 +16,7 @@ SAN     ?= 0
 CC      ?= gcc
 CLANG   ?= clang
 BPFTOOL ?= bpftool
+JOBS    ?= $(shell nproc 2>/dev/null || echo 1)  # parallel compiles for test/demo/bench
 ARCH_INC := /usr/include/$(shell $(CC) -dumpmachine 2>/dev/null)
 
 CFLAGS  := -std=gnu11 -g -Wall -Wextra -Werror -D_GNU_SOURCE -I. -I$(BUILD)/include
@@ -110,6 +111,9 @@ $(foreach t,$(TOOLS),$(eval $(call one_file_prog,$(BUILD)/$(notdir $(t:.c=)),$(t
 $(BUILD)/bpf/%.bpf.o: bpf/%.bpf.c $(wildcard maps/*.h bpf/*.h)
 	@mkdir -p $(dir $@)
 	$(CLANG) $(BPF_CFLAGS) -c $< -o $@
+# kept: make would delete them as intermediates, and every later make would
+# then rebuild them and all that includes a skeleton
+.SECONDARY: $(SKELS) $(BPF_OBJS)
 $(BUILD)/include/%.skel.h: $(BUILD)/bpf/%.bpf.o
 	@mkdir -p $(dir $@)
 	$(BPFTOOL) gen skeleton $< name $*_bpf > $@.tmp && mv $@.tmp $@
@@ -120,17 +124,17 @@ deps:
 # The unit and BPF tests run twice: under the sanitizers and in the release
 # flavour (-O2, none), where a bug the sanitizers' layout hides still fails.
 test: deps
-	@$(MAKE) --no-print-directory BUILD=build/test SAN=1 tests
-	@$(MAKE) --no-print-directory BUILD=build SAN=0 tests
+	@$(MAKE) --no-print-directory -j$(JOBS) BUILD=build/test SAN=1 tests
+	@$(MAKE) --no-print-directory -j$(JOBS) BUILD=build SAN=0 tests
 	@selftests/run.sh build/test build
 
 demo: deps
-	@$(MAKE) --no-print-directory all
+	@$(MAKE) --no-print-directory -j$(JOBS) all
 	@scripts/demo.sh build
 
 bench: deps
 	@scripts/deps.sh --bench
-	@$(MAKE) --no-print-directory all
+	@$(MAKE) --no-print-directory -j$(JOBS) all
 	@bench/run.sh build
 
 clean:

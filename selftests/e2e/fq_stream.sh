@@ -5,8 +5,8 @@
 # replica, the same request shape (~100-token prompts, 100-token answers):
 #   streams: streamed, 32 connections;
 #   whole:   not streamed (no first-token signal), 64 connections.
-# Equal weights: each is billed 45-55% over 40 s. Then a reload gives the
-# streams' tier weight 2: 62-72% (2/3 +- 5 points) over 30 s. Throughout, the
+# Equal weights: each is billed 45-55% over 28 s. Then a reload gives the
+# streams' tier weight 2: 62-72% (2/3 +- 5 points) over 22 s. Throughout, the
 # engine's own vllm:num_requests_waiting (sampled every 100 ms from the sim)
 # stays at or under the gateway's limit, and the gap between the two virtual
 # counters (sampled every second) stays inside the bound the README states.
@@ -27,15 +27,15 @@ fq_policy "$(tiers 1)" "$tenants"
 px_start_sim --max-num-seqs 24
 px_start_agent
 
-fq_load "$PX_TMP/streams.json" --closed --connections 32 --duration 90 --drain 20 \
+fq_load "$PX_TMP/streams.json" --closed --connections 32 --duration 66 --drain 20 \
 	--tenant "streams:$PX_KEY_A:0:400:100:stream"
-fq_load "$PX_TMP/whole.json" --closed --connections 64 --duration 90 --drain 20 --seed 2 \
+fq_load "$PX_TMP/whole.json" --closed --connections 64 --duration 66 --drain 20 --seed 2 \
 	--tenant "whole:$PX_KEY_B:0:400:100"
 sleep 8
 fq_watch_waiting "$PX_TMP/waiting"
 queued_s=$(tenant_field streams queued) queued_w=$(tenant_field whole queued)
 read -r s0 w0 < <(fq_billed streams whole)
-fq_gap_for 40
+fq_gap_for 28
 gap_equal=$gap
 read -r s1 w1 < <(fq_billed streams whole)
 equal=$(fq_share "$s0" "$s1" "$w0" "$w1")
@@ -45,7 +45,7 @@ pctl policy apply "$PX_TMP/policy.yaml" >"$PX_TMP/apply.out" 2>&1 ||
 	tap_fail "policy reload" "$(cat "$PX_TMP/apply.out")"
 sleep 6
 read -r s2 w2 < <(fq_billed streams whole)
-fq_gap_for 30
+fq_gap_for 22
 gap_weighted=$gap
 read -r s3 w3 < <(fq_billed streams whole)
 weighted=$(fq_share "$s2" "$s3" "$w2" "$w3")
@@ -56,8 +56,8 @@ fq_wait_loads
 limit=$(sched engine_window.waiting_limit)
 [ "$limit" = null ] && limit=8
 maxw=$(fq_max "$PX_TMP/waiting")
-echo "# equal weights, 40 s: streams billed $(awk -v a="$s0" -v b="$s1" 'BEGIN { print b - a }'), whole $(awk -v a="$w0" -v b="$w1" 'BEGIN { print b - a }'): streams $equal%"
-echo "# streams at weight $weight_now, 30 s: streams billed $(awk -v a="$s2" -v b="$s3" 'BEGIN { print b - a }'), whole $(awk -v a="$w2" -v b="$w3" 'BEGIN { print b - a }'): streams $weighted%"
+echo "# equal weights, 28 s: streams billed $(awk -v a="$s0" -v b="$s1" 'BEGIN { print b - a }'), whole $(awk -v a="$w0" -v b="$w1" 'BEGIN { print b - a }'): streams $equal%"
+echo "# streams at weight $weight_now, 22 s: streams billed $(awk -v a="$s2" -v b="$s3" 'BEGIN { print b - a }'), whole $(awk -v a="$w2" -v b="$w3" 'BEGIN { print b - a }'): streams $weighted%"
 echo "# queued at the start: streams $queued_s, whole $queued_w; engine waiting max $maxw over $(fq_count "$PX_TMP/waiting") samples (limit $limit)"
 # The bound (README "Fair queueing"): one prompt's charge (under 400 units:
 # a prompt of 400 characters is at most that many tokens) plus what one
