@@ -85,7 +85,9 @@ static void usage(FILE *out)
 "  between consecutive content events of a stream as this client reads them,\n"
 "  the inter-token time a user sees), \"prompt_tokens\", \"completion_tokens\",\n"
 "  \"cached_tokens\", \"tokens_received\", \"sim_replica_ms\" (fairgate-sim's\n"
-"  true replica time of the 2xx answers), \"retry_after_seen\",\n"
+"  true replica time of the 2xx answers), \"sim_replica_ms_by_s\" (the same\n"
+"  by the second since the start in which each answer ended, so a window of\n"
+"  a run can be scored without its start or its drain), \"retry_after_seen\",\n"
 "  \"retry_after_max_s\", \"retry_after_ms\": {...} (every Retry-After seen),\n"
 "  \"retries\", \"retries_refused\", \"retry_peak_per_100ms\" (--honor-retry-after:\n"
 "  requests sent after a rest, those answered 429 again, the most of them sent\n"
@@ -120,6 +122,8 @@ struct tenant {
 	uint64_t err_connect, err_reset, err_timeout, err_bad;
 	uint64_t prompt_tokens, completion_tokens, cached_tokens, tokens_received;
 	double sim_replica_ms; /* fairgate-sim's true replica time of its 2xx answers */
+	double *replica_by_s;       /* the same by the second each answer ended in */
+	size_t n_replica_by_s;
 	uint64_t retry_after_seen;
 	double retry_after_max;
 	struct samples latency, ttft, retry_after;
@@ -475,6 +479,23 @@ static void account_usage(struct conn *c, json_t *usage)
 		json_object_get(json_object_get(usage, "prompt_tokens_details"), "cached_tokens"));
 }
 
+/* An answer's true replica time into the second it ended in. */
+static void count_replica(struct tenant *t, double end_s, double ms)
+{
+	size_t bin = end_s > 0 ? (size_t)end_s : 0;
+
+	if (bin >= t->n_replica_by_s) {
+		size_t n = bin + 64;
+		double *b = realloc(t->replica_by_s, n * sizeof(*b));
+		if (!b)
+			return;
+		memset(b + t->n_replica_by_s, 0, (n - t->n_replica_by_s) * sizeof(*b));
+		t->replica_by_s = b;
+		t->n_replica_by_s = n;
+	}
+	t->replica_by_s[bin] += ms;
+}
+
 /* The response is complete: record it. */
 static void request_done(struct conn *c)
 {
@@ -500,6 +521,7 @@ static void request_done(struct conn *c)
 	}
 	if (c->status / 100 == 2) {
 		t->sim_replica_ms += c->sim_replica_ms;
+		count_replica(t, end, c->sim_replica_ms);
 		samples_add(&t->latency, (end - c->intended) * 1e3);
 		if (t->stream) {
 			if (c->first_token >= 0)
@@ -933,6 +955,13 @@ static void print_results(double elapsed)
 			peak = t->retry_bins[b] > peak ? t->retry_bins[b] : peak;
 		json_object_set_new(o, "retry_after_ms", percentiles(&t->retry_after));
 		json_object_set_new(o, "sim_replica_ms", json_real(t->sim_replica_ms));
+		json_t *by_s = json_array();
+		size_t last = t->n_replica_by_s;
+		while (last && t->replica_by_s[last - 1] == 0)
+			last--;
+		for (size_t b = 0; b < last; b++)
+			json_array_append_new(by_s, json_real(t->replica_by_s[b]));
+		json_object_set_new(o, "sim_replica_ms_by_s", by_s);
 		json_object_set_new(o, "itl_ms", percentiles(&t->itl));
 		json_object_set_new(o, "retries", json_integer((json_int_t)t->retries));
 		json_object_set_new(o, "retries_refused", json_integer((json_int_t)t->retries_refused));
@@ -1189,6 +1218,7 @@ bad:
 		free(t->itl.v);
 		free(t->retry_after.v);
 		free(t->retry_bins);
+		free(t->replica_by_s);
 		free(t->backlog);
 		free(t->prefix);
 	}
