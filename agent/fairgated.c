@@ -201,6 +201,6 @@ out:
 	fg_ctl_server_stop(&st);
 	fg_kernel_close(&st);
 	fg_loop_free(st.loop);
-	free(st.policy);
+	fg_policy_free(st.policy);
 	return rc;
 }

@@ -15,7 +15,7 @@ struct fg_policy *fg_agent_parse_policy(const struct fg_agent_opts *o, const cha
 					size_t tenants_len, const char *tenants_file, char *err,
 					size_t errlen)
 {
-	struct fg_policy *np = malloc(sizeof(*np));
+	struct fg_policy *np = calloc(1, sizeof(*np));
 	struct fg_policy_error perr;
 
 	if (!np) {
@@ -25,7 +25,7 @@ struct fg_policy *fg_agent_parse_policy(const struct fg_agent_opts *o, const cha
 	if (fg_policy_parse_split(text, len, file ? file : "<policy>", tenants_text, tenants_len,
 				  tenants_file, np, &perr)) {
 		fg_policy_error_format(&perr, err, errlen);
-		free(np);
+		fg_policy_free(np);
 		return NULL;
 	}
 	/* --metrics-address: the node's own address (the downward API's
@@ -79,7 +79,7 @@ json_t *fg_agent_apply_policy(struct fg_agent_state *st, struct fg_policy *np, c
 	if (what) {
 		snprintf(err, errlen, "%s differs from the running agent's; it takes a restart "
 				      "(nothing was changed)", what);
-		free(np);
+		fg_policy_free(np);
 		return NULL;
 	}
 	struct sockaddr_storage ss;
@@ -87,17 +87,30 @@ json_t *fg_agent_apply_policy(struct fg_agent_state *st, struct fg_policy *np, c
 	if (fg_hostport_sockaddr(&np->agent.engine, &ss, &sslen)) {
 		snprintf(err, errlen, "agent.engine: '%s' is not a numeric address (nothing was changed)",
 			 np->agent.engine.host);
-		free(np);
+		fg_policy_free(np);
 		return NULL;
 	}
 
+	/* by name order: a search per tenant, not a scan of the other policy */
 	json_t *added = json_array(), *removed = json_array();
+	uint32_t *old_order = fg_policy_name_order(st->policy), *new_order = fg_policy_name_order(np);
+	if ((st->policy->n_tenants && !old_order) || (np->n_tenants && !new_order)) {
+		snprintf(err, errlen, "out of memory (nothing was changed)");
+		json_decref(added);
+		json_decref(removed);
+		free(old_order);
+		free(new_order);
+		fg_policy_free(np);
+		return NULL;
+	}
 	for (uint32_t i = 0; i < np->n_tenants; i++)
-		if (!fg_policy_tenant_by_name(st->policy, np->tenants[i].name))
+		if (!fg_policy_find_sorted(st->policy, old_order, np->tenants[i].name))
 			json_array_append_new(added, json_string(np->tenants[i].name));
 	for (uint32_t i = 0; i < st->policy->n_tenants; i++)
-		if (!fg_policy_tenant_by_name(np, st->policy->tenants[i].name))
+		if (!fg_policy_find_sorted(np, new_order, st->policy->tenants[i].name))
 			json_array_append_new(removed, json_string(st->policy->tenants[i].name));
+	free(old_order);
+	free(new_order);
 
 	/* proxy first: the only step that can fail (memory, the engine key
 	 * file) leaves it unchanged */
@@ -106,7 +119,7 @@ json_t *fg_agent_apply_policy(struct fg_agent_state *st, struct fg_policy *np, c
 		snprintf(err, errlen, "%s (nothing was changed)", why);
 		json_decref(added);
 		json_decref(removed);
-		free(np);
+		fg_policy_free(np);
 		return NULL;
 	}
 	if (st->kernel && fg_kernel_apply_policy(st, np))
@@ -114,7 +127,7 @@ json_t *fg_agent_apply_policy(struct fg_agent_state *st, struct fg_policy *np, c
 	struct fg_policy *old = st->policy;
 	st->policy = np;
 	fg_cost_model_init_policy(&st->cm, np);
-	free(old);
+	fg_policy_free(old);
 	fg_proxy_publish_all(st);
 	fprintf(stderr, "fairgated: applied policy %s: %u tenants (%zu added, %zu removed)\n",
 		file ? file : "", np->n_tenants, json_array_size(added), json_array_size(removed));

@@ -407,6 +407,10 @@ static int fill_maps(struct gate_bpf *skel, struct fg_maps *m)
 	p->n_tiers = 1;
 	snprintf(p->tiers[0].name, FG_NAME_MAX, "standard");
 	p->tiers[0].weight = 1;
+	if (fg_policy_alloc_tenants(p, TENANTS)) {
+		free(p);
+		return -1;
+	}
 	p->n_tenants = TENANTS;
 	for (uint32_t i = 0; i < TENANTS; i++) {
 		snprintf(p->tenants[i].name, FG_NAME_MAX, "tenant-%03u", i);
@@ -424,10 +428,10 @@ static int fill_maps(struct gate_bpf *skel, struct fg_maps *m)
 	if (fg_maps_from_object(m, skel->obj, err, sizeof(err)) ||
 	    fg_maps_apply_policy(m, p, err, sizeof(err))) {
 		fprintf(stderr, "fg-gate-bench: %s\n", err);
-		free(p);
+		fg_policy_free(p);
 		return -1;
 	}
-	free(p);
+	fg_policy_free(p);
 	for (uint32_t i = 0; i < LEARNED; i++) {
 		struct fg_src_key k = { 0 };
 

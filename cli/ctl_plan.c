@@ -382,7 +382,7 @@ int fg_cmd_plan(int argc, char **argv)
 
 	if (parse_args(argc, argv, &a))
 		return 2;
-	struct fg_policy *p = malloc(sizeof(*p));
+	struct fg_policy *p = calloc(1, sizeof(*p));
 	if (!p) {
 		perror("fairgatectl");
 		return 1;
@@ -390,14 +390,14 @@ int fg_cmd_plan(int argc, char **argv)
 	if (fg_policy_parse_files(a.policy, a.tenants, p, &err)) {
 		fg_policy_error_format(&err, msg, sizeof(msg));
 		fprintf(stderr, "%s\n", msg);
-		free(p);
+		fg_policy_free(p);
 		return 2;
 	}
 	fg_cost_model_init_policy(&cm, p);
 	/* --calibrated: the running agent's measurement beside the policy's */
 	json_t *cal = a.calibrated ? fg_fetch_calibration(a.ctl) : NULL;
 	if (a.calibrated && !cal) {
-		free(p);
+		fg_policy_free(p);
 		return 1;
 	}
 	if (a.json)
@@ -409,6 +409,6 @@ int fg_cmd_plan(int argc, char **argv)
 		fg_show_calibration(cal);
 	}
 	json_decref(cal);
-	free(p);
+	fg_policy_free(p);
 	return 0;
 }

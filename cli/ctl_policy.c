@@ -159,7 +159,7 @@ int fg_cmd_policy_check(int argc, char **argv)
 		return 2;
 	}
 
-	struct fg_policy *p = malloc(sizeof(*p));
+	struct fg_policy *p = calloc(1, sizeof(*p));
 	struct fg_policy_error err;
 	char line[700];
 	if (!p) {
@@ -172,7 +172,7 @@ int fg_cmd_policy_check(int argc, char **argv)
 			print_error_json(&err, line);
 		else
 			fprintf(stderr, "%s\n", line);
-		free(p);
+		fg_policy_free(p);
 		return 2;
 	}
 
@@ -187,6 +187,6 @@ int fg_cmd_policy_check(int argc, char **argv)
 		       units_sold(p), cm.replica_units_per_s);
 	if (!json)
 		print_tpot_hints(p, &cm);
-	free(p);
+	fg_policy_free(p);
 	return 0;
 }

@@ -115,19 +115,19 @@ int fg_cmd_policy_apply(int argc, char **argv)
 		free(text);
 		return 2;
 	}
-	struct fg_policy *p = malloc(sizeof(*p));
+	struct fg_policy *p = calloc(1, sizeof(*p));
 	struct fg_policy_error perr;
 	if (!p || fg_policy_parse_split(text, len, file, ttext, tlen, tfile, p, &perr)) {
 		if (p) {
 			fg_policy_error_format(&perr, err, sizeof(err));
 			fprintf(stderr, "%s\n", err);
 		}
-		free(p);
+		fg_policy_free(p);
 		free(text);
 		free(ttext);
 		return 2;
 	}
-	free(p);
+	fg_policy_free(p);
 
 	json_t *req = json_pack("{s:s, s:s, s:s}", "cmd", "policy_apply", "file", file, "policy", text);
 	if (ttext) {

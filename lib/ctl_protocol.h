@@ -10,10 +10,11 @@
 
 #define FG_CTL_SOCK_PATH "/run/fairgate/ctl.sock"
 /* A line larger than this is refused. The largest is `policy apply`'s: a
- * policy and a tenants file of up to the parser's 4 MiB each
+ * policy and a tenants file of up to the parser's 16 MiB each
  * (FG_YAML_MAX_BYTES), JSON-escaped at most 2 bytes a byte (YAML allows no
- * control byte but tab, CR and LF); cli/ctl_policy_apply.c asserts it fits. */
-#define FG_CTL_MAX_LINE (20u << 20)
+ * control byte but tab, CR and LF); cli/ctl_policy_apply.c asserts it fits.
+ * A bound, not a buffer: lines are read into memory as they grow. */
+#define FG_CTL_MAX_LINE (72u << 20)
 
 /* Send req, wait for the reply line.
  * Returns the parsed reply or NULL with err filled. */

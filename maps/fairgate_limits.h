@@ -7,7 +7,7 @@
 #ifndef FAIRGATE_LIMITS_H
 #define FAIRGATE_LIMITS_H
 
-#define FG_MAP_MAX_TENANTS  1024   /* tenants, tenant_stats: ids 0..1023 */
+#define FG_MAP_MAX_TENANTS  65536  /* tenants, tenant_stats: ids 0..65535 */
 #define FG_MAP_MAX_LEARNED  65536  /* src_learned */
 #define FG_MAP_MAX_STATIC   16384  /* src_tenant: every CIDR of a policy */
 #define FG_NAME_LEN         32     /* tenant and tier names, NUL included */

@@ -212,13 +212,18 @@ struct fg_src_index_slot {
 	__u32 answer;             /* fg_src_index_answer() | FG_IDX_SHARED */
 };
 
-#define FG_IDX_SHARED (1u << 16)  /* learned, shared: skipped, like the map's */
-#define FG_IDX_ANSWER (1u << 17)  /* in every answer stored: none is 0, which
-				   * a lookup returns for "not here" */
+/* An answer: the tenant id + 1 in the low FG_IDX_ID_BITS, the flags above
+ * it. 24 bits, not 16: id 65535 + 1 is 1 << 16, which a 16-bit field would
+ * read as the shared flag (and its id as -1). */
+#define FG_IDX_ID_BITS 24
+#define FG_IDX_ID_MASK ((1u << FG_IDX_ID_BITS) - 1)
+#define FG_IDX_SHARED (1u << FG_IDX_ID_BITS)       /* learned, shared: skipped, like the map's */
+#define FG_IDX_ANSWER (1u << (FG_IDX_ID_BITS + 1)) /* in every answer stored: none is 0,
+						    * which a lookup returns for "not here" */
 #define FG_IDX_NO_TENANT 0u       /* the id field of an answer naming no
 				   * tenant (a map edited by hand) */
 
-/* A slot's answer for a tenant id, and back: the id + 1 in the low 16 bits;
+/* A slot's answer for a tenant id, and back: the id + 1 in the low bits;
  * an id out of range (or -1) is stored as FG_IDX_NO_TENANT and read as -1
  * (unattributed), as gate judges it when the maps name it. Reading is
  * branch-free, so the verifier walks one path through each reader. gate's
@@ -230,7 +235,7 @@ static inline __attribute__((always_inline)) __u32 fg_src_index_answer(__u32 ten
 
 static inline __attribute__((always_inline)) int fg_src_index_tenant(__u32 answer)
 {
-	return (int)(answer & 0xffff) - 1;
+	return (int)(answer & FG_IDX_ID_MASK) - 1;
 }
 
 struct fg_src_index_head {

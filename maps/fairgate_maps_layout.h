@@ -158,10 +158,11 @@ FG_ABI_MAP_NAME(FG_MAP_SRC_INDEX);
 FG_ABI_MAP_NAME(FG_MAP_SRC_INDEX_FP);
 FG_ABI_MAP_NAME(FG_MAP_STEER_SOCK);
 
-/* The index's answer holds a tenant id + 1 in 16 bits below its flags. */
-_Static_assert(FG_MAP_MAX_TENANTS < 0xffff, "tenant ids must fit the index's answer");
-_Static_assert(FG_IDX_SHARED > 0xffff && FG_IDX_ANSWER > 0xffff && FG_IDX_SHARED != FG_IDX_ANSWER,
-	       "the index's flags sit above the 16-bit id");
+/* The index's answer holds a tenant id + 1 below its flags: the largest,
+ * FG_MAP_MAX_TENANTS, must not reach the shared bit. */
+_Static_assert(FG_MAP_MAX_TENANTS <= FG_IDX_ID_MASK, "tenant ids + 1 must fit the index's answer");
+_Static_assert(FG_IDX_SHARED > FG_IDX_ID_MASK && FG_IDX_ANSWER > FG_IDX_ID_MASK &&
+	       FG_IDX_SHARED != FG_IDX_ANSWER, "the index's flags sit above the id");
 /* Tables are probed with `& mask`, the fingerprints four to a word. */
 _Static_assert(!(FG_IDX_LEARNED_SLOTS & (FG_IDX_LEARNED_SLOTS - 1)), "learned: a power of two");
 _Static_assert(!(FG_IDX_STATIC_SLOTS & (FG_IDX_STATIC_SLOTS - 1)), "static: a power of two");

@@ -615,7 +615,7 @@ static int apply_node(struct fg_maps *m, const struct fg_policy *p)
 }
 
 /* Every CIDR a policy can list has room in the trie. */
-_Static_assert(FG_MAX_TENANTS * FG_MAX_SOURCES <= FG_MAP_MAX_STATIC, "src_tenant too small");
+_Static_assert(FG_MAX_POLICY_SOURCES <= FG_MAP_MAX_STATIC, "src_tenant too small");
 
 /* One source the policy lists, and the tenant it names. */
 struct listed_source {
@@ -743,6 +743,49 @@ static void remap_learned(struct fg_maps *m, const int *new_id_of_old)
 	}
 }
 
+/* The slots' active names in order, for a search per new tenant: comparing
+ * each new tenant with every slot is 2^32 compares at 65,536 tenants. */
+static int cmp_slot_name(const void *a, const void *b, void *ctx)
+{
+	const struct fg_tenant_state *slot = ctx;
+	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+	int c = strncmp(slot[x].name, slot[y].name, FG_NAME_LEN);
+
+	return c ? c : (x > y) - (x < y); /* the lowest id of a name first */
+}
+
+static int match_names(const struct fg_tenant_state *old, const struct fg_policy *p,
+		       int *old_id_of_new, int *new_id_of_old)
+{
+	uint32_t *order = malloc(sizeof(*order) * FG_MAP_MAX_TENANTS), n = 0;
+
+	if (!order)
+		return -1;
+	for (uint32_t j = 0; j < FG_MAP_MAX_TENANTS; j++)
+		if (old[j].flags & FG_TENANT_ACTIVE)
+			order[n++] = j;
+	qsort_r(order, n, sizeof(*order), cmp_slot_name, (void *)old);
+	for (uint32_t i = 0; i < p->n_tenants; i++) {
+		size_t lo = 0, hi = n;
+
+		while (lo < hi) { /* the first slot whose name is not below */
+			size_t mid = lo + (hi - lo) / 2;
+
+			if (strncmp(old[order[mid]].name, p->tenants[i].name, FG_NAME_LEN) < 0)
+				lo = mid + 1;
+			else
+				hi = mid;
+		}
+		if (lo < n && !strncmp(old[order[lo]].name, p->tenants[i].name, FG_NAME_LEN) &&
+		    new_id_of_old[order[lo]] < 0) {
+			old_id_of_new[i] = (int)order[lo];
+			new_id_of_old[order[lo]] = (int)i;
+		}
+	}
+	free(order);
+	return 0;
+}
+
 int fg_maps_apply_policy(struct fg_maps *m, const struct fg_policy *p, char *err, size_t errlen)
 {
 	struct fg_tenant_state *old = malloc(sizeof(*old) * FG_MAP_MAX_TENANTS);
@@ -763,15 +806,9 @@ int fg_maps_apply_policy(struct fg_maps *m, const struct fg_policy *p, char *err
 	memcpy(old, m->tenants, sizeof(*old) * FG_MAP_MAX_TENANTS);
 	for (int i = 0; i < FG_MAP_MAX_TENANTS; i++)
 		new_id_of_old[i] = old_id_of_new[i] = -1;
-	for (uint32_t i = 0; i < p->n_tenants; i++) {
-		for (int j = 0; j < FG_MAP_MAX_TENANTS; j++) {
-			if ((old[j].flags & FG_TENANT_ACTIVE) &&
-			    !strncmp(old[j].name, p->tenants[i].name, FG_NAME_LEN)) {
-				old_id_of_new[i] = j;
-				new_id_of_old[j] = (int)i;
-				break;
-			}
-		}
+	if (match_names(old, p, old_id_of_new, new_id_of_old)) {
+		snprintf(err, errlen, "out of memory");
+		goto out;
 	}
 
 	/* Tenant ids may move under every source: gate's cache and index stop

@@ -41,6 +41,7 @@ void fg_fq_init(struct fg_fq *fq, uint32_t n_tenants)
 {
 	fq->n_tenants = n_tenants > FG_MAX_TENANTS ? FG_MAX_TENANTS : n_tenants;
 	fq->total_queued = 0;
+	fq->queued_units = 0;
 	fq->n_ready = fq->n_active = fq->n_due = 0;
 	memset(fq->t, 0, sizeof(fq->t));
 	memset(fq->ready_pos, 0, sizeof(fq->ready_pos));
@@ -124,9 +125,18 @@ void fg_fq_push(struct fg_fq *fq, struct fg_fq_item *item)
 	t->tail = item;
 	t->queued++;
 	fq->total_queued++;
+	fq->queued_units += item->backlog_units;
 	update_active(fq, item->tenant);
 	if (first)
 		head_moved(fq, item->tenant);
+}
+
+/* An item left the queue: its backlog with it (0 once the queue is empty,
+ * so rounding never accumulates across busy periods). */
+static void count_out(struct fg_fq *fq, const struct fg_fq_item *it)
+{
+	fq->total_queued--;
+	fq->queued_units = fq->total_queued ? fq->queued_units - it->backlog_units : 0;
 }
 
 static void unlink_head(struct fg_fq *fq, uint32_t tenant)
@@ -139,7 +149,7 @@ static void unlink_head(struct fg_fq *fq, uint32_t tenant)
 		t->tail = NULL;
 	it->next = NULL;
 	t->queued--;
-	fq->total_queued--;
+	count_out(fq, it);
 	head_moved(fq, tenant);
 }
 
@@ -196,7 +206,7 @@ bool fg_fq_remove(struct fg_fq *fq, struct fg_fq_item *item)
 		t->tail = prev;
 	item->next = NULL;
 	t->queued--;
-	fq->total_queued--;
+	count_out(fq, item);
 	if (was_head)
 		head_moved(fq, item->tenant);
 	update_active(fq, item->tenant);

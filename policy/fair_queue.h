@@ -38,6 +38,8 @@ struct fg_fq_item {
 	struct fg_fq_item *next;
 	uint32_t tenant;
 	double dispatch_units;   /* charged when dispatched (the prompt) */
+	double backlog_units;    /* counted in fg_fq.queued_units while queued
+				  * (the gateway's reservation: its backlog) */
 	uint64_t enqueued_ns;
 	uint64_t deadline_ns;    /* 0 = none */
 	void *owner;             /* the caller's request */
@@ -58,6 +60,8 @@ struct fg_fq_tenant {
 struct fg_fq {
 	uint32_t n_tenants;
 	uint32_t total_queued;
+	double queued_units;     /* sum of the queued items' backlog_units, kept
+				  * at every push and unlink: no walk over tenants */
 	uint32_t n_ready, n_active, n_due;
 	struct fg_fq_tenant t[FG_MAX_TENANTS];
 	/* heap order and each id's place (lib/id_heap.h) */

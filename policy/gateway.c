@@ -2,6 +2,7 @@
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "gateway.h"
@@ -349,6 +350,7 @@ struct fg_gw_decision fg_gw_admit(struct fg_gateway *gw, struct fg_gw_request *r
 	req->item.tenant = tenant;
 	req->item.dispatch_units = req->price.flat ? req->price.units
 						   : metered(gw, req->price.prompt_tokens, 0, 0, 1, 1);
+	req->item.backlog_units = req->price.units;
 	req->item.enqueued_ns = now_ns;
 	req->item.deadline_ns = tier->max_queue_s > 0
 		? now_ns + (uint64_t)(tier->max_queue_s * NS_PER_S) : 0;
@@ -654,11 +656,9 @@ uint64_t fg_gw_next_deadline(const struct fg_gateway *gw)
 
 double fg_gw_backlog_s(const struct fg_gateway *gw)
 {
-	double units = 0;
-
-	for (uint32_t i = 0; i < gw->fq.n_tenants; i++)
-		for (const struct fg_fq_item *it = gw->fq.t[i].head; it; it = it->next)
-			units += ((const struct fg_gw_request *)it)->price.units;
+	/* kept by the fair queue as requests come and go: O(1), not a walk
+	 * over every tenant's queue once a second */
+	double units = gw->fq.queued_units > 0 ? gw->fq.queued_units : 0;
 	double full_speed = gw->policy->replica.ceiling > 0
 		? gw->cm.replica_units_per_s / gw->policy->replica.ceiling : gw->cm.replica_units_per_s;
 	return full_speed > 0 ? units / full_speed : 0;
@@ -689,10 +689,16 @@ void fg_gw_reload(struct fg_gateway *gw, const struct fg_policy *p, uint64_t now
 	static uint64_t kv_saved[FG_MAX_TENANTS];
 	static struct fg_fq old_fq;
 
+	/* names matched by a search in the new policy's name order: a scan
+	 * per tenant would be 2^32 compares at 65,536 tenants. Without the
+	 * memory for the order, scanned (slow, still right). */
+	uint32_t *order = fg_policy_name_order(p);
 	for (uint32_t i = 0; i < old->n_tenants; i++) {
-		const struct fg_tenant *nt = fg_policy_tenant_by_name(p, old->tenants[i].name);
+		const struct fg_tenant *nt = order ? fg_policy_find_sorted(p, order, old->tenants[i].name)
+						   : fg_policy_tenant_by_name(p, old->tenants[i].name);
 		map[i] = nt ? (int32_t)nt->id : -1;
 	}
+	free(order);
 	memcpy(saved, gw->t, sizeof(saved));
 	memcpy(kv_saved, gw->kv.reserved, sizeof(kv_saved));
 	old_fq = gw->fq;

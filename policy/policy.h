@@ -2,9 +2,13 @@
  *
  * One struct tree that the parser (policy_parse.c) fills and everything else
  * reads: the cost model takes `replica`, the agent takes `agent`, the queue and
- * buckets take `tiers`/`tenants`. Fixed-size arrays on purpose: a policy is one
- * heap block, so a hot reload is "parse into a new block, swap a pointer", and
- * nothing is half-applied when the new file is bad.
+ * buckets take `tiers`/`tenants`. Fixed-size arrays on purpose, except the
+ * tenants: a policy is one heap block plus its tenant array, sized to the
+ * policy (up to 65,536 tenants of ~640 bytes would be 42 MB inline for a
+ * policy of three), so a hot reload is "parse into a new block, swap a
+ * pointer", and nothing is half-applied when the new file is bad. A policy
+ * the parser filled is given back with fg_policy_free (or fg_policy_release
+ * when its block is not the caller's malloc).
  *
  * Units: seconds, bytes, tokens, units (1 unit = replica time of one uncached
  * prompt token). No I/O in this header's users inside policy/.
@@ -26,6 +30,7 @@
 #define FG_MAX_TIERS 16
 #define FG_MAX_KEYS 8            /* API keys per tenant */
 #define FG_MAX_SOURCES 16        /* CIDRs per tenant */
+#define FG_MAX_POLICY_SOURCES FG_MAP_MAX_STATIC /* CIDRs of all tenants together */
 #define FG_MAX_TRUSTED 16
 #define FG_HOSTPORT_MAX 64
 #define FG_PATH_MAX 256          /* file paths inside the policy, incl. NUL */
@@ -219,7 +224,8 @@ struct fg_policy {
 	uint32_t n_tiers;
 	struct fg_tier tiers[FG_MAX_TIERS];
 	uint32_t n_tenants;
-	struct fg_tenant tenants[FG_MAX_TENANTS];
+	struct fg_tenant *tenants;  /* n_tenants of them, owned (policy_tenants.c) */
+	uint32_t tenants_cap;       /* room allocated, >= n_tenants */
 	struct fg_agent agent;
 };
 
@@ -234,8 +240,34 @@ struct fg_policy_error {
 /* Fill `out` with defaults (the seed's replica, no tiers, no tenants). */
 void fg_policy_defaults(struct fg_policy *out);
 
+/* The tenant array (policy_tenants.c). fg_policy_alloc_tenants gives the
+ * policy zeroed room for `n` tenants (what it held is freed; n_tenants is
+ * left for the caller to count up): 0, or -1 when memory is short.
+ * fg_policy_release frees what the policy owns besides its own block;
+ * fg_policy_free releases and frees the block (NULL is fine).
+ * fg_policy_copy makes dst (uninitialised) a deep copy of src: 0 or -1. */
+int fg_policy_alloc_tenants(struct fg_policy *p, uint32_t n);
+/* One more tenant for a policy built by hand (tests, the simulator's
+ * scenarios): zeroed, its id the next, n_tenants counted; NULL when memory
+ * is short or the policy holds FG_MAX_TENANTS. */
+struct fg_tenant *fg_policy_add_tenant(struct fg_policy *p);
+void fg_policy_release(struct fg_policy *p);
+void fg_policy_free(struct fg_policy *p);
+int fg_policy_copy(struct fg_policy *dst, const struct fg_policy *src);
+
+/* Tenant ids in the order of their names (malloc'd, n_tenants of them; NULL
+ * when memory is short or there are none), so that matching the names of
+ * two policies, or finding duplicates, is a sort and searches, not a scan
+ * per tenant: at 65,536 tenants a scan per tenant is 2^31 compares.
+ * fg_policy_find_sorted searches such an order: the tenant or NULL. */
+uint32_t *fg_policy_name_order(const struct fg_policy *p);
+const struct fg_tenant *fg_policy_find_sorted(const struct fg_policy *p, const uint32_t *order,
+					      const char *name);
+
 /* Parse YAML (or JSON, which is YAML) into *out. Returns 0, or -1 with *err
- * filled; *out is unspecified on error, so parse into a scratch copy. */
+ * filled; *out is unspecified on error (owning no tenants), so parse into a
+ * scratch copy. *out is zeroed (calloc) or a policy parsed or built before,
+ * whose tenants are released first. */
 int fg_policy_parse_buffer(const char *buf, size_t len, const char *filename,
 			   struct fg_policy *out, struct fg_policy_error *err);
 int fg_policy_parse_file(const char *path, struct fg_policy *out,

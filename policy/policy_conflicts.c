@@ -150,8 +150,14 @@ static int check_cidrs(struct fg_pctx *c, const struct fg_ynode *tenants,
 	const struct fg_policy *p = c->p;
 	size_t n = 0;
 
-	for (uint32_t t = 0; t < p->n_tenants; t++)
+	for (uint32_t t = 0; t < p->n_tenants; t++) {
+		if (n + p->tenants[t].n_sources > FG_MAX_POLICY_SOURCES)
+			return fg_pfail(c, list_item(tenants->items[t], "sources",
+						     (uint32_t)(FG_MAX_POLICY_SOURCES - n)),
+					"more than %d sources in all tenants (the kernel's "
+					"src_tenant map holds that many)", FG_MAX_POLICY_SOURCES);
 		n += p->tenants[t].n_sources;
+	}
 	if (n > 1) {
 		struct cidr_ref *refs = calloc(n, sizeof(*refs));
 		if (!refs)

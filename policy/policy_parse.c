@@ -61,6 +61,7 @@ int fg_policy_parse_split(const char *buf, size_t len, const char *filename,
 	const char *tfile = tenants_filename ? tenants_filename : "<tenants>";
 
 	error_reset(err, filename);
+	fg_policy_release(out);
 	fg_policy_defaults(out);
 	if (fg_yaml_load(buf, len, &root, err))
 		return -1;
@@ -121,6 +122,8 @@ int fg_policy_parse_split(const char *buf, size_t len, const char *filename,
 	if (rc == 0)
 		rc = fg_policy_check_conflicts(&c);
 out:
+	if (rc)
+		fg_policy_release(out); /* a failed parse owns nothing */
 	fg_yaml_free(troot);
 	fg_yaml_free(root);
 	return rc;

@@ -342,33 +342,63 @@ static int decode_tenant(struct fg_pctx *c, const struct fg_ynode *m, struct fg_
 	return 0;
 }
 
+/* Names seen so far, for duplicates: an open-addressing set of tenant ids
+ * (FNV-1a of the name), so that 65,536 tenants are checked in one pass
+ * rather than each against all before it. */
+static uint32_t name_hash(const char *s)
+{
+	uint32_t h = 2166136261u;
+
+	for (; *s; s++)
+		h = (h ^ (uint8_t)*s) * 16777619u;
+	return h;
+}
+
 static int decode_tenants(struct fg_pctx *c, const struct fg_ynode *v, void *base,
 			  const char *path)
 {
 	struct fg_policy *p = base;
 	char sub[FG_PATH_TEXT], q[64];
+	uint32_t *seen = NULL, mask = 0;
+	int rc = -1;
 
 	if (fg_expect(c, v, FG_Y_SEQ, path))
 		return -1;
 	if (v->n > FG_MAX_TENANTS)
 		return fg_pfail(c, v->items[FG_MAX_TENANTS], "more than %d tenants (FG_MAX_TENANTS)",
 				FG_MAX_TENANTS);
+	if (fg_policy_alloc_tenants(p, (uint32_t)v->n))
+		return fg_pfail(c, v, "out of memory for %zu tenants", v->n);
+	if (v->n) {
+		for (mask = 15; mask < 2 * v->n; mask = mask * 2 + 1)
+			;
+		seen = malloc(((size_t)mask + 1) * sizeof(*seen));
+		if (!seen)
+			return fg_pfail(c, v, "out of memory for %zu tenants", v->n);
+		memset(seen, 0xff, ((size_t)mask + 1) * sizeof(*seen)); /* UINT32_MAX: empty */
+	}
 	for (size_t i = 0; i < v->n; i++) {
 		fg_path(sub, sizeof(sub), "tenants[%zu]", i);
 		if (decode_tenant(c, v->items[i], &p->tenants[i], (uint32_t)i, sub))
-			return -1;
-		for (size_t j = 0; j < i; j++) {
+			goto out;
+		uint32_t at = name_hash(p->tenants[i].name) & mask;
+		for (; seen[at] != UINT32_MAX; at = (at + 1) & mask) {
+			size_t j = seen[at];
 			if (strcmp(p->tenants[j].name, p->tenants[i].name))
 				continue;
 			const struct fg_ynode *name = fg_ymap_get(v->items[i], "name");
-			return fg_pfail(c, name, "duplicate tenant name %s (first at %u:%u)",
-					fg_quote(name, q, sizeof(q)),
-					fg_ymap_get(v->items[j], "name")->line,
-					fg_ymap_get(v->items[j], "name")->col);
+			fg_pfail(c, name, "duplicate tenant name %s (first at %u:%u)",
+				 fg_quote(name, q, sizeof(q)), fg_ymap_get(v->items[j], "name")->line,
+				 fg_ymap_get(v->items[j], "name")->col);
+			goto out;
 		}
+		seen[at] = (uint32_t)i;
 		p->n_tenants = (uint32_t)i + 1;
 	}
-	return 0;
+	rc = 0;
+out:
+	free(seen);
+	return rc;
 }
 
 /* ---- agent ---- */

@@ -13,9 +13,9 @@
 #include <stddef.h>
 #include "policy.h"
 
-#define FG_YAML_MAX_BYTES (4u << 20)  /* a 1024-tenant policy written out in full can pass 1 MiB */
+#define FG_YAML_MAX_BYTES (16u << 20) /* 65,536 tenants with a key and a source each: ~11 MiB */
 #define FG_YAML_MAX_DEPTH 32
-#define FG_YAML_MAX_NODES (1u << 18)
+#define FG_YAML_MAX_NODES (1u << 21) /* 65,536 tenants of ~17 nodes (8 keys), with room */
 
 enum fg_ynode_type { FG_Y_SCALAR, FG_Y_SEQ, FG_Y_MAP };
 

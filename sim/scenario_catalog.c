@@ -1,4 +1,5 @@
 /* scenario_catalog.c — builders for the seed's scenarios; see the header. */
+#include <stdlib.h>
 #include <string.h>
 
 #include "sim/scenario_catalog.h"
@@ -20,14 +21,14 @@ static uint32_t add_tier(struct fg_policy *p, const char *name, double weight, u
 
 static uint32_t add_tenant(struct fg_policy *p, const char *name, uint32_t tier, double units_per_s)
 {
-	struct fg_tenant *t = &p->tenants[p->n_tenants];
-	memset(t, 0, sizeof(*t));
+	struct fg_tenant *t = fg_policy_add_tenant(p);
+	if (!t)
+		abort(); /* a handful of tenants: out of memory at the start */
 	strncpy(t->name, name, sizeof(t->name) - 1);
-	t->id = p->n_tenants;
 	t->tier = tier;
 	t->units_per_s = units_per_s;
 	t->burst_s = p->tiers[tier].burst_s;
-	return p->n_tenants++;
+	return t->id;
 }
 
 static void add_load(struct scn_config *cfg, uint32_t tenant, double rate, uint32_t burst,
@@ -46,6 +47,7 @@ static void add_load(struct scn_config *cfg, uint32_t tenant, double rate, uint3
 
 void scn_fair_share(struct fg_policy *p, struct scn_config *cfg, enum fg_metering metering)
 {
+	fg_policy_release(p);
 	fg_policy_defaults(p);
 	uint32_t std = add_tier(p, "standard", 1, 32768, 262144);
 	/* Equal contracts of half a replica each: 9,116 units/s of replica time,
@@ -72,6 +74,7 @@ void scn_fair_share(struct fg_policy *p, struct scn_config *cfg, enum fg_meterin
 void scn_context_share(struct fg_policy *p, struct scn_config *cfg,
 		       enum fg_output_pricing pricing)
 {
+	fg_policy_release(p);
 	fg_policy_defaults(p);
 	uint32_t std = add_tier(p, "standard", 1, 32768, 262144);
 	/* quotas no bucket reaches: what each gets is the fair queue's doing */
@@ -105,6 +108,7 @@ void scn_kv_bound_share(struct fg_policy *p, struct scn_config *cfg)
 
 void scn_long_context(struct fg_policy *p, struct scn_config *cfg, bool kv_isolation)
 {
+	fg_policy_release(p);
 	fg_policy_defaults(p);
 	p->agent.long_context_threshold = 0; /* this replica is the long-context pool */
 	/* one 128K context at a time per long-context tenant */
@@ -122,6 +126,7 @@ void scn_long_context(struct fg_policy *p, struct scn_config *cfg, bool kv_isola
 
 void scn_burst(struct fg_policy *p, struct scn_config *cfg, uint32_t burst, bool gateway)
 {
+	fg_policy_release(p);
 	fg_policy_defaults(p);
 	uint32_t std = add_tier(p, "standard", 1, 32768, 262144);
 	add_tenant(p, "steady", std, 1e6);

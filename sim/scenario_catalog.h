@@ -1,6 +1,8 @@
 /* scenario_catalog.h — the seed's scenarios, defined once.
  *
- * Each builder fills a policy and a scenario config; the tests assert on the
+ * Each builder fills a policy and a scenario config (the policy zeroed or
+ * one a builder filled before: its tenants are released first; give it back
+ * with fg_policy_free); the tests assert on the
  * results (selftests/unit/test_scenarios.c) and `fg-scenarios` prints them as
  * the README's table, so the figures and the assertions come from the same
  * runs.

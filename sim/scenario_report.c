@@ -6,7 +6,7 @@
 
 int scn_report_run(struct scn_report *r)
 {
-	struct fg_policy *p = malloc(sizeof(*p));
+	struct fg_policy *p = calloc(1, sizeof(*p));
 	struct scn_config cfg;
 	int rc = 0;
 
@@ -41,7 +41,7 @@ int scn_report_run(struct scn_report *r)
 	rc |= scn_run(&cfg, &r->burst_gateway);
 	scn_burst(p, &cfg, 300, false);
 	rc |= scn_run(&cfg, &r->burst_direct);
-	free(p);
+	fg_policy_free(p);
 	return rc ? -1 : 0;
 }
 

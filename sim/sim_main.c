@@ -315,7 +315,7 @@ int main(int argc, char **argv)
 		return 2;
 	}
 
-	struct fg_policy *policy = malloc(sizeof(*policy));
+	struct fg_policy *policy = calloc(1, sizeof(*policy));
 	struct fg_cost_model cm;
 	if (!policy) {
 		fprintf(stderr, "fairgate-sim: out of memory\n");
@@ -328,14 +328,14 @@ int main(int argc, char **argv)
 		if (fg_policy_parse_file(policy_path, policy, &perr)) {
 			fg_policy_error_format(&perr, msg, sizeof(msg));
 			fprintf(stderr, "fairgate-sim: %s\n", msg);
-			free(policy);
+			fg_policy_free(policy);
 			return 1;
 		}
 	}
 	/* the file, then the flags over it */
 	if (truth_path && sim_truth_load(truth_path, &truth, why, sizeof(why))) {
 		fprintf(stderr, "fairgate-sim: --truth %s\n", why);
-		free(policy);
+		fg_policy_free(policy);
 		return 1;
 	}
 	if (truth_flag_set[0])
@@ -362,7 +362,7 @@ int main(int argc, char **argv)
 		if (strchr(o.model, '"') || strchr(o.model, '\\'))
 			strcpy(o.model, "fairgate-sim");
 	}
-	free(policy);
+	fg_policy_free(policy);
 
 	sigset_t mask;
 	sigemptyset(&mask);

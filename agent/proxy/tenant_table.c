@@ -71,6 +71,7 @@ void fg_tenants_free(struct fg_tenant_table *q)
 	}
 	free(q->by_id);
 	free(q->keys);
+	free(q->names);
 	memset(&q->secret, 0, sizeof(q->secret));
 	memset(q, 0, sizeof(*q));
 }
@@ -112,6 +113,37 @@ static int build_key_index(const struct fg_policy *p, struct fg_tenant_rt **by_i
 	return 0;
 }
 
+static uint32_t name_hash(const char *s)
+{
+	uint32_t h = 2166136261u; /* FNV-1a */
+
+	for (; *s; s++)
+		h = (h ^ (uint8_t)*s) * 16777619u;
+	return h;
+}
+
+/* by_id[i] under the policy's name of tenant i (names are unique). */
+static int build_name_index(const struct fg_policy *p, struct fg_tenant_rt **by_id,
+			    struct fg_tenant_rt ***out, uint32_t *mask_out)
+{
+	uint32_t cap = 16;
+
+	while (cap < 2 * p->n_tenants)
+		cap *= 2;
+	struct fg_tenant_rt **slots = calloc(cap, sizeof(*slots));
+	if (!slots)
+		return -1;
+	for (uint32_t i = 0; i < p->n_tenants; i++) {
+		uint32_t s = name_hash(p->tenants[i].name) & (cap - 1);
+		while (slots[s])
+			s = (s + 1) & (cap - 1);
+		slots[s] = by_id[i];
+	}
+	*out = slots;
+	*mask_out = cap - 1;
+	return 0;
+}
+
 static void configure(struct fg_tenant_table *q, struct fg_tenant_rt *t, const struct fg_policy *p,
 		      uint32_t id)
 {
@@ -136,17 +168,17 @@ int fg_tenants_apply(struct fg_tenant_table *q, const struct fg_policy *p)
 	bool *reused = calloc(q->n ? q->n : 1, sizeof(*reused));
 	bool *fresh = calloc(n ? n : 1, sizeof(*fresh));
 	struct fg_key_slot *keys = NULL;
-	uint32_t mask = 0;
+	struct fg_tenant_rt **names = NULL;
+	uint32_t mask = 0, name_mask = 0;
 
 	if (!by_id || !reused || !fresh)
 		goto oom;
 	for (uint32_t i = 0; i < n; i++) {
-		for (uint32_t j = 0; j < q->n; j++) {
-			if (!reused[j] && !strcmp(q->by_id[j]->name, p->tenants[i].name)) {
-				by_id[i] = q->by_id[j];
-				reused[j] = true;
-				break;
-			}
+		/* the old table's name index: one lookup per tenant */
+		struct fg_tenant_rt *was = fg_tenants_by_name(q, p->tenants[i].name);
+		if (was && was->id < q->n && q->by_id[was->id] == was && !reused[was->id]) {
+			by_id[i] = was;
+			reused[was->id] = true;
 		}
 		if (!by_id[i]) {
 			by_id[i] = calloc(1, sizeof(**by_id));
@@ -155,8 +187,11 @@ int fg_tenants_apply(struct fg_tenant_table *q, const struct fg_policy *p)
 			fresh[i] = true;
 		}
 	}
-	if (build_key_index(p, by_id, &keys, &mask))
+	if (build_key_index(p, by_id, &keys, &mask) ||
+	    build_name_index(p, by_id, &names, &name_mask)) {
+		free(keys);
 		goto oom;
+	}
 
 	/* nothing can fail from here on: commit */
 	for (uint32_t i = 0; i < n; i++)
@@ -179,6 +214,9 @@ int fg_tenants_apply(struct fg_tenant_table *q, const struct fg_policy *p)
 	q->n = n;
 	q->keys = keys;
 	q->key_mask = mask;
+	free(q->names);
+	q->names = names;
+	q->name_mask = name_mask;
 	free(reused);
 	free(fresh);
 	return 0;
@@ -208,9 +246,11 @@ struct fg_tenant_rt *fg_tenants_by_key(const struct fg_tenant_table *q, const ui
 
 struct fg_tenant_rt *fg_tenants_by_name(const struct fg_tenant_table *q, const char *name)
 {
-	for (uint32_t i = 0; i < q->n; i++)
-		if (!strcmp(q->by_id[i]->name, name))
-			return q->by_id[i];
+	if (!q->names)
+		return NULL;
+	for (uint32_t s = name_hash(name) & q->name_mask; q->names[s]; s = (s + 1) & q->name_mask)
+		if (!strcmp(q->names[s]->name, name))
+			return q->names[s];
 	return NULL;
 }
 

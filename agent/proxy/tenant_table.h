@@ -75,6 +75,10 @@ struct fg_tenant_table {
 	struct fg_tenant_rt **by_id;  /* n entries, policy order */
 	struct fg_key_slot *keys;     /* open addressing, key_mask + 1 slots */
 	uint32_t key_mask;
+	struct fg_tenant_rt **names;  /* by name, open addressing, name_mask + 1
+				       * slots: a tenant header is a lookup, not a
+				       * scan of 65,536 names */
+	uint32_t name_mask;
 	struct fg_tenant_rt *retired;
 	struct fg_salt_secret secret;
 	bool have_secret;

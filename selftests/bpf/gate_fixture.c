@@ -228,7 +228,10 @@ void add_cidr(struct fg_tenant *t, int fam, const char *addr, int len)
 
 void make_policy(struct fg_policy *p)
 {
+	fg_policy_release(p);
 	fg_policy_defaults(p);
+	if (fg_policy_alloc_tenants(p, 3)) /* room for a test's third */
+		abort();
 	p->n_tiers = 2;
 	snprintf(p->tiers[0].name, FG_NAME_MAX, "standard");
 	p->tiers[0].weight = 1;
@@ -393,7 +396,7 @@ static int teardown(void **state)
 	(void)state;
 	fg_maps_close(&maps);
 	gate_bpf__destroy(skel);
-	free(pol);
+	fg_policy_free(pol);
 	return 0;
 }
 

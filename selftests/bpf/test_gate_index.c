@@ -80,10 +80,12 @@ static void index_vs_maps(unsigned seed, bool too_many_lengths)
 	char err[256], a[64];
 	int n = 10, agree = 0, attributed_n = 0, answered = 0;
 
+	fg_policy_release(pol);
 	fg_policy_defaults(pol);
 	pol->n_tiers = 1;
 	snprintf(pol->tiers[0].name, FG_NAME_MAX, "standard");
 	pol->tiers[0].weight = 1;
+	assert_int_equal(fg_policy_alloc_tenants(pol, (uint32_t)n), 0);
 	pol->n_tenants = (uint32_t)n;
 	pol->agent.n_protected_ports = 1;
 	pol->agent.protected_ports[0] = PORT;

@@ -342,27 +342,32 @@ static void policy_reload_keeps_state_by_name(void **state)
 	assert_int_not_equal(bpf_map_lookup_elem(maps.src_learned_fd, &k, &v), 0);
 	assert_int_equal(fg_maps_tenant_id(&maps, "beta"), -1);
 	ASSERT_EQ(counters(1).syn_shed, 2);
-	free(p);
+	fg_policy_free(p);
 }
 
-/* Every tenant with all its CIDRs, none shared with generation gen's
- * others: 10.(100 + gen).X.Y/32, together the whole source trie. */
+/* As many tenants as the maps hold, the last FG_SOURCE_TENANTS of them
+ * with all their CIDRs, none shared with generation gen's others:
+ * 10.(100 + gen).X.Y/32, together the whole source trie. The highest ids
+ * carry the sources, so the top of the id range is what gets judged. */
+#define FG_SOURCE_TENANTS (FG_MAP_MAX_STATIC / FG_MAX_SOURCES)
 static void fill_sources(struct fg_policy *p, int gen)
 {
 	char addr[32];
 
 	make_policy(p);
+	assert_int_equal(fg_policy_alloc_tenants(p, FG_MAX_TENANTS), 0);
 	p->n_tenants = FG_MAX_TENANTS;
 	for (uint32_t t = 0; t < FG_MAX_TENANTS; t++) {
 		struct fg_tenant *tn = &p->tenants[t];
 
-		memset(tn, 0, sizeof(*tn));
-		snprintf(tn->name, FG_NAME_MAX, "t%04u", t);
+		snprintf(tn->name, FG_NAME_MAX, "t%05u", t);
 		tn->id = t;
 		tn->units_per_s = 1000;
 		tn->burst_s = 60;
+		if (t < FG_MAX_TENANTS - FG_SOURCE_TENANTS)
+			continue;
 		for (uint32_t s = 0; s < FG_MAX_SOURCES; s++) {
-			uint32_t k = t * FG_MAX_SOURCES + s;
+			uint32_t k = (t - (FG_MAX_TENANTS - FG_SOURCE_TENANTS)) * FG_MAX_SOURCES + s;
 			snprintf(addr, sizeof(addr), "10.%d.%u.%u", 100 + gen, k >> 8, k & 255);
 			add_cidr(tn, AF_INET, addr, 32);
 		}
@@ -381,7 +386,7 @@ static void reload_between_full_source_lists(void **state)
 	uint32_t n = 0;
 
 	assert_non_null(p);
-	_Static_assert(FG_MAX_TENANTS * FG_MAX_SOURCES == FG_MAP_MAX_STATIC, "the trie, full");
+	_Static_assert(FG_SOURCE_TENANTS * FG_MAX_SOURCES == FG_MAP_MAX_STATIC, "the trie, full");
 	for (int gen = 1; gen <= 2; gen++) {
 		fill_sources(p, gen);
 		if (fg_maps_apply_policy(&maps, p, err, sizeof(err)))
@@ -396,7 +401,7 @@ static void reload_between_full_source_lists(void **state)
 	deny(FG_MAX_TENANTS - 1, FG_VERDICT_SHED, 60 * S_NS);
 	ASSERT_VERDICT(&last, XDP_TX);
 	ASSERT_VERDICT(&gone, XDP_PASS);
-	free(p);
+	fg_policy_free(p);
 }
 
 /* ---- differential fuzz ---- */

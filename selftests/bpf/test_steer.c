@@ -227,7 +227,7 @@ static int teardown(void **state)
 	fg_maps_close(&maps);
 	bpf_link__destroy(steer_link);
 	steer_bpf__destroy(skel);
-	free(pol);
+	fg_policy_free(pol);
 	return 0;
 }
 
@@ -241,10 +241,12 @@ static int reset(void **state)
 	struct fg_src_key k;
 
 	(void)state;
+	fg_policy_release(pol);
 	fg_policy_defaults(pol);
 	pol->n_tiers = 1;
 	snprintf(pol->tiers[0].name, FG_NAME_MAX, "standard");
-	pol->n_tenants = 1;
+	if (!fg_policy_add_tenant(pol))
+		return -1;
 	snprintf(pol->tenants[ALPHA].name, FG_NAME_MAX, "alpha");
 	c = &pol->tenants[ALPHA].sources[pol->tenants[ALPHA].n_sources++];
 	c->family = AF_INET;

@@ -2,7 +2,7 @@
 # harden_policy_big.sh — issue #15 case 7: `policy apply` takes any policy
 # `policy check` takes. A full policy (1,024 tenants, each with 8 keys and 16
 # sources, written out in block style) is over 1 MiB, under the parser's
-# 4 MiB; `fairgatectl policy check` accepts it, so `fairgatectl policy
+# 16 MiB; `fairgatectl policy check` accepts it, so `fairgatectl policy
 # apply` must apply it to a running fairgated, which then serves a tenant
 # that only the big policy has.
 source "$(dirname "$0")/harden_env.inc"
@@ -26,7 +26,7 @@ big=$PX_TMP/big.yaml
 	sed -n '/^agent:/,$p' "$PX_TMP/policy.yaml"
 } >"$big"
 size=$(stat -c %s "$big")
-check "the full policy is over 1 MiB and under the parser's 4 MiB ($size bytes)" test "$size" -gt $((1 << 20)) -a "$size" -lt $((4 << 20))
+check "the full policy is over 1 MiB and under the parser's 16 MiB ($size bytes)" test "$size" -gt $((1 << 20)) -a "$size" -lt $((16 << 20))
 check "fairgatectl policy check accepts it" "$FG_BUILD/fairgatectl" policy check "$big"
 out=$(pctl policy apply "$big" 2>&1); rc=$?
 check "fairgatectl policy apply applies it (rc $rc: ${out:0:200})" test "$rc" -eq 0

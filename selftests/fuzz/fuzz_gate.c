@@ -233,11 +233,13 @@ static void scene(void)
 	static struct fg_policy p;
 	char err[256];
 
+	fg_policy_release(&p);
 	fg_policy_defaults(&p);
 	p.n_tiers = 1;
 	snprintf(p.tiers[0].name, FG_NAME_MAX, "standard");
 	p.tiers[0].weight = 1;
 	p.tiers[0].kv_cap_tokens = 131072;
+	FUZZ_CHECK(!fg_policy_alloc_tenants(&p, 2), "out of memory");
 	p.n_tenants = 2;
 	const char *names[2] = { "acme", "beta" };
 	for (uint32_t i = 0; i < 2; i++) {

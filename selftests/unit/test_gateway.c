@@ -36,10 +36,9 @@ static void add_tier(struct fg_policy *p, const char *name, double weight, uint6
 
 static void add_tenant(struct fg_policy *p, const char *name, uint32_t tier, double units_per_s)
 {
-	struct fg_tenant *t = &p->tenants[p->n_tenants];
-	memset(t, 0, sizeof(*t));
+	struct fg_tenant *t = fg_policy_add_tenant(p);
+	assert_non_null(t);
 	strcpy(t->name, name);
-	t->id = p->n_tenants++;
 	t->tier = tier;
 	t->units_per_s = units_per_s;
 	t->burst_s = p->tiers[tier].burst_s;
@@ -61,7 +60,10 @@ static int setup(void **state)
 
 static int teardown(void **state)
 {
-	free(*state);
+	struct fixture *f = *state;
+
+	fg_policy_release(&f->p);
+	free(f);
 	return 0;
 }
 
@@ -408,7 +410,7 @@ static void reload_keeps_buckets_and_queues(void **state)
 	assert_int_equal(gw->kv.node_reserved, 0);
 	assert_null(gw->live);
 	gw->policy = &f->p; /* np is freed; teardown does not touch gw */
-	free(np);
+	fg_policy_free(np);
 }
 
 /* The fair queue is charged the prompt at dispatch and each streamed token

@@ -19,6 +19,17 @@
 #include "policy/policy_addr.h"
 #include "policy/policy_suggest.h"
 
+
+/* Two policies alike: every field, the tenants compared by content (each
+ * policy has its own tenant array). */
+static void assert_same_policy(const struct fg_policy *a, const struct fg_policy *b)
+{
+	assert_memory_equal(a, b, offsetof(struct fg_policy, tenants));
+	assert_memory_equal(&a->agent, &b->agent, sizeof(a->agent));
+	if (a->n_tenants)
+		assert_memory_equal(a->tenants, b->tenants, a->n_tenants * sizeof(*a->tenants));
+}
+
 static const char *root_path(const char *rel, char *buf, size_t len)
 {
 	const char *root = getenv("FG_ROOT");
@@ -167,21 +178,21 @@ static void check_example(const struct fg_policy *p)
 static void test_example_yaml(void **state)
 {
 	(void)state;
-	struct fg_policy *p = malloc(sizeof(*p));
+	struct fg_policy *p = calloc(1, sizeof(*p));
 	struct fg_policy_error err;
 	char path[512];
 
 	assert_int_equal(fg_policy_parse_file(root_path("examples/policy.yaml", path, sizeof(path)),
 					      p, &err), 0);
 	check_example(p);
-	free(p);
+	fg_policy_free(p);
 }
 
 /* JSON is YAML flow style: the JSON twin of the example gives the same bytes. */
 static void test_example_json_matches_yaml(void **state)
 {
 	(void)state;
-	struct fg_policy *y = malloc(sizeof(*y)), *j = malloc(sizeof(*j));
+	struct fg_policy *y = calloc(1, sizeof(*y)), *j = calloc(1, sizeof(*j));
 	struct fg_policy_error err;
 	char path[512];
 
@@ -190,16 +201,16 @@ static void test_example_json_matches_yaml(void **state)
 	assert_int_equal(fg_policy_parse_file(root_path("examples/policy.json", path, sizeof(path)),
 					      j, &err), 0);
 	check_example(j);
-	assert_memory_equal(y, j, sizeof(*y));
-	free(y);
-	free(j);
+	assert_same_policy(y, j);
+	fg_policy_free(y);
+	fg_policy_free(j);
 }
 
 /* Typical machine-written JSON: tabs, no spaces after ':', exponents. */
 static void test_json_compact_and_tabs(void **state)
 {
 	(void)state;
-	struct fg_policy *p = malloc(sizeof(*p));
+	struct fg_policy *p = calloc(1, sizeof(*p));
 
 	assert_parses("{\"tiers\":{\"std\":{\"weight\":1,\"max_queue_s\":0}},"
 		      "\"tenants\":[{\"name\":\"a\",\"tier\":\"std\",\"units_per_s\":1.5e3,"
@@ -214,14 +225,14 @@ static void test_json_compact_and_tabs(void **state)
 		      "\t\t\t\"name\": \"a\",\n\t\t\t\"tier\": \"std\",\n\t\t\t\"replicas\": 1\n"
 		      "\t\t}\n\t]\n}\n", p);
 	assert_int_equal(p->n_tenants, 1);
-	free(p);
+	fg_policy_free(p);
 }
 
 /* Editors on some systems start files with a UTF-8 byte-order mark. */
 static void test_utf8_bom(void **state)
 {
 	(void)state;
-	struct fg_policy *p = malloc(sizeof(*p));
+	struct fg_policy *p = calloc(1, sizeof(*p));
 	struct fg_policy_error err;
 	static const char bad[] = "\xef\xbb\xbftiers: {std: {}}\ntenants: [x\xc3]\n";
 
@@ -229,7 +240,7 @@ static void test_utf8_bom(void **state)
 	assert_int_equal(fg_policy_parse_buffer(bad, sizeof(bad) - 1, "bom.yaml", p, &err), -1);
 	assert_int_equal(err.line, 2);
 	assert_non_null(strstr(err.message, "UTF-8"));
-	free(p);
+	fg_policy_free(p);
 }
 
 /* A policy with every key of docs/design.md's "The policy file" example
@@ -239,7 +250,7 @@ static void test_utf8_bom(void **state)
 static void test_documented_example(void **state)
 {
 	(void)state;
-	struct fg_policy *p = malloc(sizeof(*p));
+	struct fg_policy *p = calloc(1, sizeof(*p));
 
 	assert_parses(
 		"replica:\n"
@@ -280,13 +291,13 @@ static void test_documented_example(void **state)
 	assert_int_equal(p->agent.long_context_threshold, 32768);
 	assert_string_equal(p->agent.long_context_upstream.host, "10.0.9.1");
 	assert_int_equal(p->agent.n_trusted_proxies, 1);
-	free(p);
+	fg_policy_free(p);
 }
 
 static void test_replicas_resolve_with_cost_model(void **state)
 {
 	(void)state;
-	struct fg_policy *p = malloc(sizeof(*p));
+	struct fg_policy *p = calloc(1, sizeof(*p));
 
 	assert_parses("tiers: {std: {}}\n"
 		      "tenants:\n"
@@ -302,13 +313,13 @@ static void test_replicas_resolve_with_cost_model(void **state)
 		      "tiers: {std: {kv_cap_tokens: 100000}}\n"
 		      "tenants: [{name: half, tier: std, replicas: 0.5}]\n", p);
 	assert_near(p->tenants[0].units_per_s, 0.25 * 18232, 0.005);
-	free(p);
+	fg_policy_free(p);
 }
 
 static void test_defaults(void **state)
 {
 	(void)state;
-	struct fg_policy *p = malloc(sizeof(*p)), *d = malloc(sizeof(*d));
+	struct fg_policy *p = calloc(1, sizeof(*p)), *d = calloc(1, sizeof(*d));
 
 	fg_policy_defaults(d);
 	assert_parses("tiers: {std: {}}\ntenants: [{name: a, tier: std, units_per_s: 10}]\n", p);
@@ -395,8 +406,8 @@ static void test_defaults(void **state)
 	assert_true(p->agent.passthrough[1].prefix);
 	assert_int_equal(p->agent.passthrough[1].methods, FG_M_POST | FG_M_GET);
 	assert_int_equal(p->agent.passthrough[2].auth, 0);
-	free(p);
-	free(d);
+	fg_policy_free(p);
+	fg_policy_free(d);
 }
 
 /* ---- malformed policies: one error, positioned ---- */
@@ -575,7 +586,7 @@ static const struct bad_case bad_cases[] = {
 static void test_malformed_table(void **state)
 {
 	(void)state;
-	struct fg_policy *p = malloc(sizeof(*p));
+	struct fg_policy *p = calloc(1, sizeof(*p));
 	struct fg_policy_error err;
 	char line[700], prefix[64];
 	unsigned failures = 0;
@@ -595,14 +606,14 @@ static void test_malformed_table(void **state)
 	}
 	assert_true(sizeof(bad_cases) / sizeof(bad_cases[0]) >= 30);
 	assert_int_equal(failures, 0);
-	free(p);
+	fg_policy_free(p);
 }
 
 /* Nesting is bounded: a deep document is an error, not a stack overflow. */
 static void test_deep_nesting(void **state)
 {
 	(void)state;
-	struct fg_policy *p = malloc(sizeof(*p));
+	struct fg_policy *p = calloc(1, sizeof(*p));
 	struct fg_policy_error err;
 	size_t depth = 100000;
 	char *buf = malloc(8 + 2 * depth);
@@ -614,7 +625,7 @@ static void test_deep_nesting(void **state)
 	assert_non_null(strstr(err.message, "nested deeper than"));
 	assert_int_equal(err.line, 1);
 	free(buf);
-	free(p);
+	fg_policy_free(p);
 }
 
 /* ---- limits ---- */
@@ -642,38 +653,65 @@ static void add(struct text *t, const char *fmt, ...)
 	t->len += (size_t)n;
 }
 
-/* n tenants, each with `keys` distinct keys and `sources` distinct /32s. */
-static void big_policy(struct text *t, unsigned n, unsigned keys, unsigned sources)
+/* n tenants, each with `keys` distinct keys and `sources` distinct /32s;
+ * with `full`, the limits of a whole policy instead: one key each and the
+ * last FG_MAX_KEYS, the policy's FG_MAX_POLICY_SOURCES on its last tenants
+ * (FG_MAX_SOURCES each), so the highest ids carry the most. */
+static void big_policy_of(struct text *t, unsigned n, unsigned keys, unsigned sources, bool full)
 {
+	const unsigned with_sources = FG_MAX_POLICY_SOURCES / FG_MAX_SOURCES;
+
 	add(t, "tiers: {std: {}}\ntenants:\n");
 	for (unsigned i = 0; i < n; i++) {
+		unsigned nk = keys, ns = sources, first = i;
+
+		if (full) {
+			nk = i == n - 1 ? FG_MAX_KEYS : 1;
+			ns = i + with_sources >= n ? FG_MAX_SOURCES : 0;
+			first = (i + with_sources - n) * FG_MAX_SOURCES;
+		}
 		add(t, "  - name: t%u\n    tier: std\n    units_per_s: 1\n", i);
-		if (keys)
+		if (nk)
 			add(t, "    keys:\n");
-		for (unsigned k = 0; k < keys; k++)
+		for (unsigned k = 0; k < nk; k++)
 			add(t, "      - sha256:%056x%08x\n", i, k);
-		if (sources)
+		if (ns)
 			add(t, "    sources:\n");
-		for (unsigned s = 0; s < sources; s++)
-			add(t, "      - 10.%u.%u.%u/32\n", i >> 8, i & 255, s);
+		for (unsigned s = 0; s < ns; s++) {
+			unsigned a = full ? first + s : i << 8 | s;
+			add(t, "      - 10.%u.%u.%u/32\n", a >> 16 & 255, a >> 8 & 255, a & 255);
+		}
 	}
+}
+
+static void big_policy(struct text *t, unsigned n, unsigned keys, unsigned sources)
+{
+	big_policy_of(t, n, keys, sources, false);
 }
 
 static void test_limits(void **state)
 {
 	(void)state;
-	struct fg_policy *p = malloc(sizeof(*p));
+	struct fg_policy *p = calloc(1, sizeof(*p));
 	struct fg_policy_error err;
 	struct text t = { 0 };
+	char msg[64];
 
-	/* Everything at its limit parses. */
-	big_policy(&t, FG_MAX_TENANTS, FG_MAX_KEYS, FG_MAX_SOURCES);
+	/* Everything at its limit parses: 65,536 tenants, the policy's 16,384
+	 * sources. */
+	big_policy_of(&t, FG_MAX_TENANTS, 0, 0, true);
 	if (fg_policy_parse_buffer(t.buf, t.len, "big.yaml", p, &err))
 		fail_msg("full policy rejected: %u:%u: %s", err.line, err.col, err.message);
 	assert_int_equal(p->n_tenants, FG_MAX_TENANTS);
 	assert_int_equal(p->tenants[FG_MAX_TENANTS - 1].id, FG_MAX_TENANTS - 1);
+	assert_string_equal(p->tenants[FG_MAX_TENANTS - 1].name, "t65535");
 	assert_int_equal(p->tenants[FG_MAX_TENANTS - 1].n_keys, FG_MAX_KEYS);
 	assert_int_equal(p->tenants[FG_MAX_TENANTS - 1].n_sources, FG_MAX_SOURCES);
+	uint8_t want[32] = { 0 };
+	want[26] = 0xff; /* sha256:...0000ffff00000003: key 3 of tenant 65535 */
+	want[27] = 0xff;
+	want[31] = 3;
+	assert_ptr_equal(fg_policy_tenant_by_key_hash(p, want), &p->tenants[FG_MAX_TENANTS - 1]);
 
 	/* One more tenant is an error at that tenant. */
 	unsigned last_line = 1;
@@ -683,7 +721,27 @@ static void test_limits(void **state)
 	assert_int_equal(fg_policy_parse_buffer(t.buf, t.len, "big.yaml", p, &err), -1);
 	assert_int_equal(err.line, last_line);
 	assert_int_equal(err.col, 5);
-	assert_non_null(strstr(err.message, "more than 1024 tenants"));
+	snprintf(msg, sizeof(msg), "more than %d tenants", FG_MAX_TENANTS);
+	assert_non_null(strstr(err.message, msg));
+	assert_null(p->tenants); /* a failed parse owns nothing */
+	free(t.buf);
+
+	/* A name repeated far apart is still found (the names are hashed). */
+	t = (struct text){ 0 };
+	big_policy(&t, 40000, 0, 0);
+	add(&t, "  - {name: t7, tier: std, units_per_s: 1}\n");
+	assert_int_equal(fg_policy_parse_buffer(t.buf, t.len, "dup.yaml", p, &err), -1);
+	assert_non_null(strstr(err.message, "duplicate tenant name 't7' (first at 24:11)"));
+	free(t.buf);
+
+	/* One source past the policy's FG_MAX_POLICY_SOURCES (the kernel's
+	 * trie): an error at that source. */
+	t = (struct text){ 0 };
+	big_policy(&t, FG_MAX_POLICY_SOURCES / FG_MAX_SOURCES + 1, 0, FG_MAX_SOURCES);
+	assert_int_equal(fg_policy_parse_buffer(t.buf, t.len, "src.yaml", p, &err), -1);
+	snprintf(msg, sizeof(msg), "more than %d sources in all tenants", FG_MAX_POLICY_SOURCES);
+	assert_non_null(strstr(err.message, msg));
+	assert_int_equal(err.line, 3 + (FG_MAX_POLICY_SOURCES / FG_MAX_SOURCES) * (4 + FG_MAX_SOURCES) + 4);
 	free(t.buf);
 
 	t = (struct text){ 0 };
@@ -710,7 +768,7 @@ static void test_limits(void **state)
 
 	/* A 31-character name fits FG_NAME_MAX, as tested above a 32 does not. */
 	assert_parses(TIERS "tenants:\n  - {name: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa, tier: std, units_per_s: 1}\n", p);
-	free(p);
+	fg_policy_free(p);
 }
 
 /* ---- robustness: truncation and mutation ---- */
@@ -729,7 +787,7 @@ static void assert_ok_or_positioned(int rc, const struct fg_policy_error *err, s
 static void test_truncated_example(void **state)
 {
 	(void)state;
-	struct fg_policy *p = malloc(sizeof(*p));
+	struct fg_policy *p = calloc(1, sizeof(*p));
 	struct fg_policy_error err;
 	char path[512];
 	size_t len;
@@ -745,7 +803,7 @@ static void test_truncated_example(void **state)
 	assert_true(ok >= 1);
 	assert_true(ok < len / 2);
 	free(buf);
-	free(p);
+	fg_policy_free(p);
 }
 
 static uint64_t xorshift(uint64_t *s)
@@ -760,7 +818,7 @@ static void test_mutated_example(void **state)
 {
 	(void)state;
 	static const char alphabet[] = ":-[]{},\"'#&*!|>%@` \t\n\\0123456789.e/x";
-	struct fg_policy *p = malloc(sizeof(*p));
+	struct fg_policy *p = calloc(1, sizeof(*p));
 	struct fg_policy_error err;
 	char path[512];
 	size_t len;
@@ -785,7 +843,7 @@ static void test_mutated_example(void **state)
 	assert_true(failed > 0);
 	free(buf);
 	free(orig);
-	free(p);
+	fg_policy_free(p);
 }
 
 /* ---- helpers ---- */
@@ -844,7 +902,7 @@ static void test_addresses(void **state)
 static void test_fleet_block(void **state)
 {
 	(void)state;
-	struct fg_policy *p = malloc(sizeof(*p));
+	struct fg_policy *p = calloc(1, sizeof(*p));
 
 	assert_parses(T1, p);
 	assert_false(p->agent.fleet.enabled);
@@ -869,7 +927,7 @@ static void test_fleet_block(void **state)
 	assert_string_equal(p->agent.fleet.redis_host, "");
 	assert_parses(TB "    fleet_floor_units_per_s: 0.5\n", p);
 	assert_true(p->tenants[0].fleet_floor_units_per_s == 0.5);
-	free(p);
+	fg_policy_free(p);
 }
 
 /* agent.limits: left out, the two derived limits stay 0 (the agent fills
@@ -878,7 +936,7 @@ static void test_fleet_block(void **state)
 static void test_limits_block(void **state)
 {
 	(void)state;
-	struct fg_policy *p = malloc(sizeof(*p));
+	struct fg_policy *p = calloc(1, sizeof(*p));
 	static const struct {
 		const char *agent;
 		uint32_t conns, per_source, inflight;
@@ -915,13 +973,13 @@ static void test_limits_block(void **state)
 		      " metrics_token_file: /run/secrets/metrics.token}\n", p);
 	assert_string_equal(p->agent.engine_api_key_file, "/run/secrets/engine.key");
 	assert_string_equal(p->agent.metrics_token_file, "/run/secrets/metrics.token");
-	free(p);
+	fg_policy_free(p);
 }
 
 static void test_file_errors(void **state)
 {
 	(void)state;
-	struct fg_policy *p = malloc(sizeof(*p));
+	struct fg_policy *p = calloc(1, sizeof(*p));
 	struct fg_policy_error err;
 	char line[700];
 
@@ -930,7 +988,7 @@ static void test_file_errors(void **state)
 	assert_string_equal(line, "/nonexistent/policy.yaml: cannot open: No such file or directory");
 	assert_int_equal(fg_policy_parse_file("/", p, &err), -1);
 	assert_non_null(strstr(err.message, "not a regular file"));
-	free(p);
+	fg_policy_free(p);
 }
 
 int main(void)

@@ -17,6 +17,17 @@
 
 #include "policy/policy.h"
 
+
+/* Two policies alike: every field, the tenants compared by content (each
+ * policy has its own tenant array). */
+static void assert_same_policy(const struct fg_policy *a, const struct fg_policy *b)
+{
+	assert_memory_equal(a, b, offsetof(struct fg_policy, tenants));
+	assert_memory_equal(&a->agent, &b->agent, sizeof(a->agent));
+	if (a->n_tenants)
+		assert_memory_equal(a->tenants, b->tenants, a->n_tenants * sizeof(*a->tenants));
+}
+
 static char *slurp(const char *rel, size_t *len)
 {
 	const char *root = getenv("FG_ROOT");
@@ -68,14 +79,14 @@ static int parse2(const char *policy, const char *tenants, struct fg_policy *p,
 static void expect_error(const char *policy, const char *tenants, const char *file, unsigned line,
 			 unsigned col, const char *msg)
 {
-	struct fg_policy *p = malloc(sizeof(*p));
+	struct fg_policy *p = calloc(1, sizeof(*p));
 	struct fg_policy_error err;
 	char text[700];
 
 	assert_non_null(p);
 	assert_int_equal(parse2(policy, tenants, p, &err), -1);
 	fg_policy_error_format(&err, text, sizeof(text));
-	free(p);
+	fg_policy_free(p);
 	if (strcmp(err.file, file) || err.line != line || err.col != col || !strstr(err.message, msg))
 		fail_msg("got \"%s\", want %s:%u:%u: ...%s...", text, file, line, col, msg);
 }
@@ -86,7 +97,7 @@ static void test_split_example_equals_whole(void **state)
 	char *policy, *tenants;
 	size_t len;
 	char *whole = slurp("examples/policy.yaml", &len);
-	struct fg_policy *a = malloc(sizeof(*a)), *b = malloc(sizeof(*b));
+	struct fg_policy *a = calloc(1, sizeof(*a)), *b = calloc(1, sizeof(*b));
 	struct fg_policy_error err;
 
 	split_example(&policy, &tenants);
@@ -100,15 +111,15 @@ static void test_split_example_equals_whole(void **state)
 	assert_string_equal(b->tenants[0].name, "acme");
 	assert_string_equal(b->tiers[b->tenants[2].tier].name, "long-context");
 	/* the same policy, byte for byte (both start from the same defaults) */
-	assert_memory_equal(a, b, sizeof(*a));
+	assert_same_policy(a, b);
 	/* and no tenants at all is a tenants file too */
 	assert_int_equal(parse2(policy, "tenants: []\n", b, &err), 0);
 	assert_int_equal(b->n_tenants, 0);
 	free(whole);
 	free(policy);
 	free(tenants);
-	free(a);
-	free(b);
+	fg_policy_free(a);
+	fg_policy_free(b);
 }
 
 #define POLICY "tiers:\n  std: {weight: 1, max_context: 4096, kv_cap_tokens: 65536, burst_s: 10}\n"
@@ -145,7 +156,7 @@ static void test_split_errors_name_their_file(void **state)
 static void test_interfaces_auto(void **state)
 {
 	(void)state;
-	struct fg_policy *p = malloc(sizeof(*p));
+	struct fg_policy *p = calloc(1, sizeof(*p));
 	struct fg_policy_error err;
 
 	assert_int_equal(parse2(POLICY "agent:\n  interfaces: auto\n", "tenants: []\n", p, &err), 0);
@@ -159,11 +170,11 @@ static void test_interfaces_auto(void **state)
 	assert_int_equal(parse2(POLICY, "tenants: []\n", p, &err), 0);
 	assert_false(p->agent.interfaces_auto);
 	assert_int_equal(p->agent.n_interfaces, 0);
-	free(p);
+	fg_policy_free(p);
 	expect_error(POLICY "agent:\n  interfaces: automatic\n", "tenants: []\n", "policy.yaml", 4, 15,
 		     "agent.interfaces must be auto or a list of interface names, got 'automatic'");
 	/* quoted too, as JSON must write it; but the whole word only */
-	p = malloc(sizeof(*p));
+	p = calloc(1, sizeof(*p));
 	assert_non_null(p);
 	assert_int_equal(parse2(POLICY "agent:\n  interfaces: \"auto\"\n", "tenants: []\n", p, &err), 0);
 	assert_true(p->agent.interfaces_auto);
@@ -173,7 +184,7 @@ static void test_interfaces_auto(void **state)
 	memset(p, 0, sizeof(*p));
 	assert_int_equal(fg_policy_parse_buffer(json, strlen(json), "policy.json", p, &err), 0);
 	assert_true(p->agent.interfaces_auto);
-	free(p);
+	fg_policy_free(p);
 	expect_error(POLICY "agent:\n  interfaces: \"auto\\0\"\n", "tenants: []\n", "policy.yaml", 4,
 		     15, "agent.interfaces must be auto or a list");
 	expect_error(POLICY "agent:\n  interfaces: \"auto \"\n", "tenants: []\n", "policy.yaml", 4,

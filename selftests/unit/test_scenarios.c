@@ -131,7 +131,7 @@ static void burst_costs_victim_at_most_one_step(void **state)
 static void runs_are_deterministic(void **state)
 {
 	(void)state;
-	struct fg_policy *p = malloc(sizeof(*p));
+	struct fg_policy *p = calloc(1, sizeof(*p));
 	struct scn_config cfg;
 	struct scn_result *a = malloc(sizeof(*a)), *b = malloc(sizeof(*b));
 	assert_non_null(p);
@@ -141,7 +141,7 @@ static void runs_are_deterministic(void **state)
 	assert_int_equal(scn_run(&cfg, a), 0);
 	assert_int_equal(scn_run(&cfg, b), 0);
 	assert_memory_equal(a, b, sizeof(*a));
-	free(p);
+	fg_policy_free(p);
 	free(a);
 	free(b);
 }

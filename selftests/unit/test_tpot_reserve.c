@@ -40,10 +40,9 @@ static void add_tier(struct fg_policy *p, const char *name, uint64_t kv_cap, dou
 
 static void add_tenant(struct fg_policy *p, const char *name, uint32_t tier)
 {
-	struct fg_tenant *t = &p->tenants[p->n_tenants];
-	memset(t, 0, sizeof(*t));
+	struct fg_tenant *t = fg_policy_add_tenant(p);
+	assert_non_null(t);
 	strcpy(t->name, name);
-	t->id = p->n_tenants++;
 	t->tier = tier;
 	t->units_per_s = 1e9; /* quota is not what this tests */
 	t->burst_s = 60;
@@ -71,6 +70,7 @@ static int setup(void **state)
 
 static int teardown(void **state)
 {
+	fg_policy_release(&((struct fixture *)*state)->p);
 	free(*state);
 	return 0;
 }
@@ -234,7 +234,7 @@ static void gateway_configures_from_the_tightest_tier(void **state)
 	assert_int_equal(f->gw.kv.reserve, 0);
 	assert_false(f->gw.kv.protect[0]);
 	fg_gw_init(&f->gw, &f->p, 0, 0); /* before p goes */
-	free(p);
+	fg_policy_free(p);
 }
 
 /* The flood fills the batch up to the target less the holder's reserve and
@@ -300,7 +300,7 @@ static void without_reservation_the_flood_grows_the_step(void **state)
 	assert_true(n > 200 * 0.9);
 	assert_true(modeled_step(f) > 0.012);
 	fg_gw_init(&f->gw, &f->p, 0, 0);
-	free(p);
+	fg_policy_free(p);
 }
 
 /* Prompts sent and not started count in the step: while one is pending a
@@ -398,7 +398,7 @@ static int parse(const char *text, struct fg_policy *p, struct fg_policy_error *
 static void policy_key_parsed_and_checked(void **state)
 {
 	(void)state;
-	struct fg_policy *p = malloc(sizeof(*p));
+	struct fg_policy *p = calloc(1, sizeof(*p));
 	struct fg_policy_error err;
 
 	assert_int_equal(parse("tiers: {lat: {max_context: 8192, kv_cap_tokens: 16384, tpot_p99_ms: 12.5}, std: {}}\n"
@@ -421,7 +421,7 @@ static void policy_key_parsed_and_checked(void **state)
 	assert_non_null(strstr(err.message, "max_context"));
 	/* the same target holds for a shorter context */
 	assert_int_equal(parse("tiers: {lat: {max_context: 1024, tpot_p99_ms: 7.1}}\ntenants: []\n", p, &err), 0);
-	free(p);
+	fg_policy_free(p);
 }
 
 int main(void)
