@@ -69,21 +69,7 @@ agent:
            max_buffered_bytes: $(( (N + 100) * 128 * 1024 > 1 << 30 ? (N + 100) * 128 * 1024 : 1 << 30 ))}
 POLICY
 mkdir -p "$TMP/nginx/logs"
-cat >"$TMP/nginx/nginx.conf" <<NGINX
-worker_processes 1;
-worker_rlimit_nofile 20000;
-daemon off;
-pid $TMP/nginx/nginx.pid;
-error_log $TMP/nginx/logs/error.log warn;
-events { worker_connections 19000; }
-http {
-	access_log off;
-	client_body_temp_path $TMP/nginx/body;
-	proxy_temp_path $TMP/nginx/proxy;
-	fastcgi_temp_path $TMP/nginx/fastcgi;
-	uwsgi_temp_path $TMP/nginx/uwsgi;
-	scgi_temp_path $TMP/nginx/scgi;
-	client_max_body_size 8m;
+{ nginx_conf_head "$TMP/nginx" 19000 "worker_rlimit_nofile 20000;"; cat <<NGINX; } >"$TMP/nginx/nginx.conf"
 	client_body_buffer_size 1m;
 	client_header_timeout 300s;
 	keepalive_timeout 300s;
