@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# idle_memory.sh BUILD_DIR — what a client connection costs in memory,
-# fairgated against Debian's nginx as a plain keep-alive reverse proxy, side
-# by side in one run (`make bench` runs it through bench/run.sh).
+# idle_memory.sh BUILD_DIR — what a client connection costs in memory, and
+# what idle connections cost in CPU, fairgated against Debian's nginx as a
+# plain keep-alive reverse proxy, side by side in one run (`make bench` runs
+# it through bench/run.sh).
 #
 # For each case, both proxies start fresh (so freed memory kept by an
 # allocator cannot hide a cost), one client process opens N connections to
@@ -24,12 +25,21 @@
 # connection it did not hold. fairgated's connection caps and body budget
 # are raised to N for that (its defaults would refuse part of one client's
 # 10,000 connections and 64 KiB bodies).
+# In the idle case each proxy's CPU time is also read over a fixed window
+# while it holds the N connections and nothing is sent (IDLE_S seconds,
+# FG_BENCH_IDLE_S, default 10; all its threads, from schedstat), printed as
+# % of one core: the cost of having connections, timers included.
+# FG_BENCH_CASES narrows the cases (e.g. "idle").
+# FG_BENCH_OTHER_AGENT names another fairgated binary (a build before a
+# change, say) measured in the idle case beside the two, the same way.
 # Everything runs in namespaces it creates (fgt-imb-*) and is removed on exit.
 set -u
 BUILD=$(cd "${1:-build}" && pwd)
 [ "$(id -u)" -eq 0 ] || { echo "idle_memory bench: needs root (namespaces)"; exit 0; }
 command -v nginx >/dev/null || { echo "idle_memory bench: needs nginx (scripts/deps.sh --bench)"; exit 1; }
 N=${FG_BENCH_CONNS:-10000} S=${FG_BENCH_STREAMS:-200} ROUNDS=${FG_BENCH_ROUNDS:-3}
+IDLE_S=${FG_BENCH_IDLE_S:-10} OTHER=${FG_BENCH_OTHER_AGENT:-}
+[ -z "$OTHER" ] || [ -x "$OTHER" ] || { echo "idle_memory bench: FG_BENCH_OTHER_AGENT=$OTHER is not an executable"; exit 1; }
 source "$(dirname "$0")/netpair.inc"
 netpair imb 10.254.0
 # room for 10,000 connections and their SYNs arriving at once (and the fds:
@@ -69,21 +79,7 @@ agent:
            max_buffered_bytes: $(( (N + 100) * 128 * 1024 > 1 << 30 ? (N + 100) * 128 * 1024 : 1 << 30 ))}
 POLICY
 mkdir -p "$TMP/nginx/logs"
-cat >"$TMP/nginx/nginx.conf" <<NGINX
-worker_processes 1;
-worker_rlimit_nofile 20000;
-daemon off;
-pid $TMP/nginx/nginx.pid;
-error_log $TMP/nginx/logs/error.log warn;
-events { worker_connections 19000; }
-http {
-	access_log off;
-	client_body_temp_path $TMP/nginx/body;
-	proxy_temp_path $TMP/nginx/proxy;
-	fastcgi_temp_path $TMP/nginx/fastcgi;
-	uwsgi_temp_path $TMP/nginx/uwsgi;
-	scgi_temp_path $TMP/nginx/scgi;
-	client_max_body_size 8m;
+{ nginx_conf_head "$TMP/nginx" 19000 "worker_rlimit_nofile 20000;"; cat <<NGINX; } >"$TMP/nginx/nginx.conf"
 	client_body_buffer_size 1m;
 	client_header_timeout 300s;
 	keepalive_timeout 300s;
@@ -121,6 +117,8 @@ wait_port() {
 	echo "idle_memory bench: nothing listens on :$1"; tail -n 5 "$TMP"/*.log; exit 1
 }
 rss_kb() { awk '/^VmRSS:/ { print $2 }' "/proc/$1/status"; }
+# nanoseconds on a CPU so far, all the process's threads
+cpu_ns() { cat /proc/"$1"/task/*/schedstat 2>/dev/null | awk '{ s += $1 } END { printf "%.0f", s }'; }
 # two engines: as fast as possible for the request cases (10,000 answers in
 # seconds), real time for the streams (so they stay open while measured)
 start "$TMP/sim.log" ip netns exec "$SNS" "$BUILD/fairgate-sim" \
@@ -132,11 +130,11 @@ sed 's/127.0.0.1:8001/127.0.0.1:8002/' "$TMP/policy.yaml" >"$TMP/policy.stream.y
 sed 's/127.0.0.1:8001/127.0.0.1:8002/' "$TMP/nginx/nginx.conf" >"$TMP/nginx/nginx.stream.conf"
 
 # proxy_start NAME [.stream] — a fresh proxy (to the real-time engine with
-# .stream); sets PROXY_PID (whose RSS is measured), PROXY_STOP (what to
-# stop) and PORT
+# .stream); NAME fairgated, other (FG_BENCH_OTHER_AGENT) or nginx; sets
+# PROXY_PID (whose RSS is measured), PROXY_STOP (what to stop) and PORT
 proxy_start() {
-	if [ "$1" = fairgated ]; then
-		start "$TMP/agent.log" ip netns exec "$SNS" "$BUILD/fairgated" \
+	if [ "$1" = fairgated ] || [ "$1" = other ]; then
+		start "$TMP/agent.log" ip netns exec "$SNS" "$([ "$1" = other ] && echo "$OTHER" || echo "$BUILD/fairgated")" \
 			--policy "$TMP/policy${2:-}.yaml" --ctl "$TMP/ctl.sock" --no-bpf
 		PROXY_PID=$LAST PROXY_STOP=$LAST PORT=8000
 	else
@@ -187,7 +185,9 @@ hold() {
 }
 
 # measure CASE PROXY — one proxy, one case: KiB per connection in
-# $TMP/kib, what was held and the RSS before and after in $TMP/why (not a
+# $TMP/kib, in the idle case the % of a core it spent over IDLE_S seconds
+# holding them in $TMP/cpu, what was held and the RSS before and after in
+# $TMP/why (not a
 # command substitution: the processes it starts must stay in PIDS, for the
 # cleanup of an interrupted run)
 measure() {
@@ -210,6 +210,13 @@ measure() {
 	esac
 	sleep 1
 	after=$(rss_kb "$PROXY_PID")
+	if [ "$c" = idle ]; then
+		local t0 t1 c0 c1
+		t0=$(date +%s%N) c0=$(cpu_ns "$PROXY_PID")
+		sleep "$IDLE_S"
+		t1=$(date +%s%N) c1=$(cpu_ns "$PROXY_PID")
+		awk -v c="$((c1 - c0))" -v t="$((t1 - t0))" 'BEGIN { printf "%.3f", 100 * c / t }' >"$TMP/cpu"
+	fi
 	# what the proxy holds, counted on its side: a cap or a refusal that
 	# closed some would make the per-connection figure a lie
 	est=$(ip netns exec "$SNS" ss -Htn state established sport = :"$PORT" | wc -l)
@@ -226,20 +233,32 @@ measure() {
 	fi
 }
 
-CASES=(idle small 64k stream)
+CASES=(${FG_BENCH_CASES:-idle small 64k stream})
 declare -A R
 for ((round = 1; round <= ROUNDS; round++)); do
 	echo "== round $round: $N connections, $S streams =="
 	for c in "${CASES[@]}"; do
 		measure "$c" fairgated; f=$(cat "$TMP/kib"); cp "$TMP/why" "$TMP/f.why"
+		[ "$c" = idle ] && R[cpu,f]+="$(cat "$TMP/cpu") "
 		measure "$c" nginx; n=$(cat "$TMP/kib"); cp "$TMP/why" "$TMP/n.why"
+		[ "$c" = idle ] && R[cpu,n]+="$(cat "$TMP/cpu") "
 		R[$c,f]+="$f " R[$c,n]+="$n "
 		printf '%-7s fairgated %7.2f KiB  nginx %7.2f KiB  ratio %s   [fairgated:%s; nginx:%s]\n' "$c" "$f" "$n" \
 			"$(awk -v f="$f" -v n="$n" 'BEGIN { if (n > 0) printf "%.2f", f / n; else print "n/a" }')" \
 			"$(cat "$TMP/f.why")" "$(cat "$TMP/n.why")"
+		if [ "$c" = idle ] && [ -n "$OTHER" ]; then
+			measure idle other; R[idle,o]+="$(cat "$TMP/kib") " R[cpu,o]+="$(cat "$TMP/cpu") "
+			printf '%-7s other     %7.2f KiB   [%s]\n' idle "$(cat "$TMP/kib")" "$(cat "$TMP/why")"
+		fi
+		if [ "$c" = idle ]; then
+			printf '%-7s CPU over %s s, %% of a core: fairgated %s  nginx %s%s\n' idle "$IDLE_S" \
+				"$(echo "${R[cpu,f]}" | awk '{ print $NF }')" "$(echo "${R[cpu,n]}" | awk '{ print $NF }')" \
+				"$([ -n "$OTHER" ] && echo "  other $(echo "${R[cpu,o]}" | awk '{ print $NF }')")"
+		fi
 	done
 done
 med() { tr ' ' '\n' | grep . | sort -g | awk '{ v[NR] = $1 } END { if (NR) printf "%.2f (%.2f-%.2f)", v[int((NR + 1) / 2)], v[1], v[NR]; else printf "n/a" }'; }
+med3() { tr ' ' '\n' | grep . | sort -g | awk '{ v[NR] = $1 } END { if (NR) printf "%.3f (%.3f-%.3f)", v[int((NR + 1) / 2)], v[1], v[NR]; else printf "n/a" }'; }
 echo "== KiB of RSS per connection (per stream), median (range) of $ROUNDS rounds =="
 for c in "${CASES[@]}"; do
 	ratios=$(paste <(echo "${R[$c,f]}" | tr ' ' '\n' | grep .) <(echo "${R[$c,n]}" | tr ' ' '\n' | grep .) |
@@ -247,3 +266,7 @@ for c in "${CASES[@]}"; do
 	printf '%-7s fairgated %s  nginx %s  fairgated/nginx %s\n' "$c" "$(echo "${R[$c,f]}" | med)" \
 		"$(echo "${R[$c,n]}" | med)" "$(echo "$ratios" | med)"
 done
+[ -n "$OTHER" ] && printf '%-7s other %s\n' idle "$(echo "${R[idle,o]}" | med)"
+echo "== idle CPU: % of a core over $IDLE_S s holding $N idle connections, median (range) of $ROUNDS rounds =="
+printf 'fairgated %s  nginx %s%s\n' "$(echo "${R[cpu,f]}" | med3)" "$(echo "${R[cpu,n]}" | med3)" \
+	"$([ -n "$OTHER" ] && echo "  other ($OTHER) $(echo "${R[cpu,o]}" | med3)")"

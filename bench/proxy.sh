@@ -61,20 +61,7 @@ agent:
   salt_secret_file: $TMP/salt.key
 EOF
 mkdir -p "$TMP/nginx/logs"
-cat >"$TMP/nginx/nginx.conf" <<EOF
-worker_processes 1;
-daemon off;
-pid $TMP/nginx/nginx.pid;
-error_log $TMP/nginx/logs/error.log warn;
-events { worker_connections 4096; }
-http {
-	access_log off;
-	client_body_temp_path $TMP/nginx/body;
-	proxy_temp_path $TMP/nginx/proxy;
-	fastcgi_temp_path $TMP/nginx/fastcgi;
-	uwsgi_temp_path $TMP/nginx/uwsgi;
-	scgi_temp_path $TMP/nginx/scgi;
-	client_max_body_size 8m;
+{ nginx_conf_head "$TMP/nginx" 4096; cat <<EOF; } >"$TMP/nginx/nginx.conf"
 	client_body_buffer_size 1m;
 	keepalive_requests 1000000;
 	upstream engine {
@@ -230,20 +217,7 @@ echo "== CPU per request by body size: fairgated vs nginx, in front of a do-noth
 # measured), off CPU 0, answering one fixed completion to any body.
 KEY_BODY=sk-bodies
 mkdir -p "$TMP/sink/logs" "$TMP/nginxb/logs"
-cat >"$TMP/sink/nginx.conf" <<EOF
-worker_processes 1;
-daemon off;
-pid $TMP/sink/nginx.pid;
-error_log $TMP/sink/logs/error.log warn;
-events { worker_connections 1024; }
-http {
-	access_log off;
-	client_body_temp_path $TMP/sink/body;
-	proxy_temp_path $TMP/sink/proxy;
-	fastcgi_temp_path $TMP/sink/fastcgi;
-	uwsgi_temp_path $TMP/sink/uwsgi;
-	scgi_temp_path $TMP/sink/scgi;
-	client_max_body_size 8m;
+{ nginx_conf_head "$TMP/sink" 1024; cat <<EOF; } >"$TMP/sink/nginx.conf"
 	keepalive_requests 1000000;
 	server {
 		listen 8002;

@@ -1,4 +1,4 @@
-/* event_loop.c — epoll + a timer heap; see event_loop.h. */
+/* event_loop.c — epoll + one-shot timers in lib/id_heap.c; see event_loop.h. */
 #include "event_loop.h"
 
 #include <errno.h>
@@ -7,6 +7,8 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "id_heap.h"
 
 struct fd_slot {
 	fg_fd_cb cb;
@@ -17,11 +19,20 @@ struct fd_slot {
 	bool live;
 };
 
+/* A timer's slot: its index is its id in the heap, and the low half of the
+ * id fg_loop_timer returns (plus one); the high half is the slot's
+ * generation, bumped whenever the slot is freed, so an id kept after its
+ * timer ran or was cancelled names nothing. */
+enum timer_state { TIMER_FREE, TIMER_ARMED, TIMER_RUNNING };
+
 struct timer {
 	uint64_t when_ns;
-	uint64_t id;
+	uint64_t seq;        /* when it was last armed: ties, and what a pass runs */
 	fg_timer_cb cb;
 	void *ctx;
+	uint32_t gen;
+	uint32_t next_free;  /* free list: 1 + the next free slot, 0 = end */
+	enum timer_state state;
 };
 
 struct fg_loop {
@@ -29,9 +40,11 @@ struct fg_loop {
 	bool stop;
 	struct fd_slot *fds;
 	int nfds_cap;
-	struct timer *heap;
-	size_t heap_len, heap_cap;
-	uint64_t next_timer_id;
+	struct timer *timers;  /* slots, timers_cap of them */
+	uint32_t *heap, *pos;  /* the id_heap of armed slots, and their places */
+	uint32_t n_armed, timers_cap;
+	uint32_t free_head;    /* 1 + the first free slot, 0 = none */
+	uint64_t next_seq;
 	bool soon_due;         /* fg_loop_soon armed a timer: run timers after this callback */
 };
 
@@ -54,7 +67,7 @@ struct fg_loop *fg_loop_new(void)
 		free(loop);
 		return NULL;
 	}
-	loop->next_timer_id = 1;
+	loop->next_seq = 1;
 	return loop;
 }
 
@@ -64,7 +77,9 @@ void fg_loop_free(struct fg_loop *loop)
 		return;
 	close(loop->epfd);
 	free(loop->fds);
+	free(loop->timers);
 	free(loop->heap);
+	free(loop->pos);
 	free(loop);
 }
 
@@ -128,66 +143,110 @@ int fg_loop_del(struct fg_loop *loop, int fd)
 	return epoll_ctl(loop->epfd, EPOLL_CTL_DEL, fd, NULL);
 }
 
-static void heap_swap(struct timer *a, struct timer *b)
+static bool timer_before(uint32_t a, uint32_t b, const void *ctx)
 {
-	struct timer t = *a;
-	*a = *b;
-	*b = t;
+	const struct timer *t = ((const struct fg_loop *)ctx)->timers;
+
+	return t[a].when_ns < t[b].when_ns || (t[a].when_ns == t[b].when_ns && t[a].seq < t[b].seq);
 }
 
-static void heap_up(struct fg_loop *loop, size_t i)
+static struct fg_idheap timer_heap(struct fg_loop *loop)
 {
-	while (i > 0) {
-		size_t p = (i - 1) / 2;
-		if (loop->heap[p].when_ns <= loop->heap[i].when_ns)
-			break;
-		heap_swap(&loop->heap[p], &loop->heap[i]);
-		i = p;
-	}
+	return (struct fg_idheap){ loop->heap, loop->pos, &loop->n_armed, timer_before, loop };
 }
 
-static void heap_down(struct fg_loop *loop, size_t i)
+static uint64_t timer_id(const struct fg_loop *loop, uint32_t slot)
 {
-	for (;;) {
-		size_t l = 2 * i + 1, r = l + 1, m = i;
-		if (l < loop->heap_len && loop->heap[l].when_ns < loop->heap[m].when_ns)
-			m = l;
-		if (r < loop->heap_len && loop->heap[r].when_ns < loop->heap[m].when_ns)
-			m = r;
-		if (m == i)
-			return;
-		heap_swap(&loop->heap[m], &loop->heap[i]);
-		i = m;
-	}
+	return (uint64_t)loop->timers[slot].gen << 32 | (slot + 1);
 }
 
-static void heap_remove_at(struct fg_loop *loop, size_t i)
+/* The slot `id` names, or NULL when its timer ran or was cancelled. */
+static struct timer *timer_of(struct fg_loop *loop, uint64_t id, uint32_t *slot)
 {
-	loop->heap[i] = loop->heap[--loop->heap_len];
-	if (i < loop->heap_len) {
-		heap_down(loop, i);
-		heap_up(loop, i);
+	uint64_t low = id & 0xffffffffu;
+
+	if (!low || low > loop->timers_cap)
+		return NULL;
+	struct timer *t = &loop->timers[low - 1];
+	if (t->state == TIMER_FREE || t->gen != (uint32_t)(id >> 32))
+		return NULL;
+	*slot = (uint32_t)(low - 1);
+	return t;
+}
+
+/* Doubles the slots; every array grows before the capacity says so, so a
+ * failure leaves the loop as it was. */
+static int timers_grow(struct fg_loop *loop)
+{
+	uint32_t old = loop->timers_cap, cap = old ? old * 2 : 64;
+
+	if (cap <= old)
+		return -1;
+	struct timer *t = realloc(loop->timers, (size_t)cap * sizeof(*t));
+	if (!t)
+		return -1;
+	loop->timers = t;
+	uint32_t *h = realloc(loop->heap, (size_t)cap * sizeof(*h));
+	if (!h)
+		return -1;
+	loop->heap = h;
+	uint32_t *p = realloc(loop->pos, (size_t)cap * sizeof(*p));
+	if (!p)
+		return -1;
+	loop->pos = p;
+	memset(t + old, 0, (size_t)(cap - old) * sizeof(*t));
+	memset(p + old, 0, (size_t)(cap - old) * sizeof(*p));
+	for (uint32_t i = cap; i > old; i--) {
+		t[i - 1].next_free = loop->free_head;
+		loop->free_head = i;
 	}
+	loop->timers_cap = cap;
+	return 0;
+}
+
+static void timer_free(struct fg_loop *loop, uint32_t slot)
+{
+	struct timer *t = &loop->timers[slot];
+
+	t->state = TIMER_FREE;
+	t->gen++;
+	t->cb = NULL;
+	t->ctx = NULL;
+	t->next_free = loop->free_head;
+	loop->free_head = slot + 1;
+}
+
+/* Arms a slot that is not in the heap (free-listed already, or running). */
+static void timer_arm(struct fg_loop *loop, uint32_t slot, uint64_t when_ns)
+{
+	struct fg_idheap h = timer_heap(loop);
+	struct timer *t = &loop->timers[slot];
+
+	t->when_ns = when_ns;
+	t->seq = loop->next_seq++;
+	t->state = TIMER_ARMED;
+	fg_idheap_insert(&h, slot);
+}
+
+uint64_t fg_loop_timer_at(struct fg_loop *loop, uint64_t when_ns, fg_timer_cb cb, void *ctx)
+{
+	if (!loop->free_head && timers_grow(loop))
+		return 0;
+	uint32_t slot = loop->free_head - 1;
+	struct timer *t = &loop->timers[slot];
+
+	loop->free_head = t->next_free;
+	t->cb = cb;
+	t->ctx = ctx;
+	timer_arm(loop, slot, when_ns);
+	return timer_id(loop, slot);
 }
 
 uint64_t fg_loop_timer(struct fg_loop *loop, uint64_t after_ns, fg_timer_cb cb, void *ctx)
 {
-	if (loop->heap_len == loop->heap_cap) {
-		size_t cap = loop->heap_cap ? loop->heap_cap * 2 : 64;
-		struct timer *n = realloc(loop->heap, cap * sizeof(*n));
-		if (!n)
-			return 0;
-		loop->heap = n;
-		loop->heap_cap = cap;
-	}
-	struct timer *t = &loop->heap[loop->heap_len];
-	t->when_ns = fg_now_ns() + after_ns;
-	t->id = loop->next_timer_id++;
-	t->cb = cb;
-	t->ctx = ctx;
-	uint64_t id = t->id; /* heap_up may move *t */
-	heap_up(loop, loop->heap_len++);
-	return id;
+	uint64_t now = fg_now_ns();
+
+	return fg_loop_timer_at(loop, after_ns > UINT64_MAX - now ? UINT64_MAX : now + after_ns, cb, ctx);
 }
 
 uint64_t fg_loop_soon(struct fg_loop *loop, fg_timer_cb cb, void *ctx)
@@ -199,14 +258,48 @@ uint64_t fg_loop_soon(struct fg_loop *loop, fg_timer_cb cb, void *ctx)
 	return id;
 }
 
+bool fg_loop_timer_move(struct fg_loop *loop, uint64_t id, uint64_t when_ns)
+{
+	uint32_t slot;
+	struct timer *t = timer_of(loop, id, &slot);
+
+	if (!t)
+		return false;
+	if (t->state == TIMER_RUNNING) {
+		timer_arm(loop, slot, when_ns);
+		return true;
+	}
+	struct fg_idheap h = timer_heap(loop);
+	t->when_ns = when_ns;
+	t->seq = loop->next_seq++; /* moved into the past, it still waits for the next pass */
+	fg_idheap_fix(&h, slot);
+	return true;
+}
+
+bool fg_loop_timer_due_by(struct fg_loop *loop, uint64_t id, uint64_t when_ns)
+{
+	uint32_t slot;
+	struct timer *t = timer_of(loop, id, &slot);
+
+	if (!t)
+		return false;
+	if (t->state == TIMER_ARMED && t->when_ns <= when_ns)
+		return true;
+	return fg_loop_timer_move(loop, id, when_ns);
+}
+
 void fg_loop_timer_cancel(struct fg_loop *loop, uint64_t id)
 {
-	for (size_t i = 0; i < loop->heap_len; i++) {
-		if (loop->heap[i].id == id) {
-			heap_remove_at(loop, i);
-			return;
-		}
+	uint32_t slot;
+	struct timer *t = timer_of(loop, id, &slot);
+
+	if (!t)
+		return;
+	if (t->state == TIMER_ARMED) {
+		struct fg_idheap h = timer_heap(loop);
+		fg_idheap_remove(&h, slot);
 	}
+	timer_free(loop, slot);
 }
 
 static void unpark(struct fg_loop *loop, void *ctx)
@@ -251,23 +344,36 @@ void fg_loop_stop(struct fg_loop *loop)
 
 static int next_timeout_ms(struct fg_loop *loop)
 {
-	if (!loop->heap_len)
+	if (!loop->n_armed)
 		return 1000;
-	uint64_t now = fg_now_ns(), when = loop->heap[0].when_ns;
+	uint64_t now = fg_now_ns(), when = loop->timers[loop->heap[0]].when_ns;
 	if (when <= now)
 		return 0;
 	uint64_t ms = (when - now + 999999) / 1000000;
 	return ms > 1000 ? 1000 : (int)ms;
 }
 
+/* Runs the timers due now that were armed before the pass began. A running
+ * timer keeps its slot (fg_loop_timer_move re-arms it there) until its
+ * callback returns; then it is freed unless re-armed or cancelled. */
 static void run_due_timers(struct fg_loop *loop)
 {
-	uint64_t now = fg_now_ns(), first_new = loop->next_timer_id;
+	uint64_t now = fg_now_ns(), first_new = loop->next_seq;
+	struct fg_idheap h = timer_heap(loop);
 
-	while (loop->heap_len && loop->heap[0].when_ns <= now && loop->heap[0].id < first_new) {
-		struct timer t = loop->heap[0];
-		heap_remove_at(loop, 0);
-		t.cb(loop, t.ctx);
+	while (loop->n_armed) {
+		uint32_t slot = loop->heap[0];
+		struct timer *t = &loop->timers[slot];
+		if (t->when_ns > now || t->seq >= first_new)
+			break;
+		fg_idheap_pop(&h);
+		t->state = TIMER_RUNNING;
+		uint32_t gen = t->gen;
+		t->cb(loop, t->ctx);
+		h = timer_heap(loop); /* the callback may have grown the arrays */
+		t = &loop->timers[slot];
+		if (t->gen == gen && t->state == TIMER_RUNNING)
+			timer_free(loop, slot);
 	}
 }
 

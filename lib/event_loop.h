@@ -1,8 +1,10 @@
 /* event_loop.h — the agent's single-threaded epoll loop.
  *
  * Everything in fairgated (control socket, proxy connections, metrics, timers)
- * registers here; one thread, no locks. Timers are one-shot, ordered by a
- * binary heap keyed on CLOCK_MONOTONIC nanoseconds.
+ * registers here; one thread, no locks. Timers are one-shot, ordered by
+ * lib/id_heap.c keyed on CLOCK_MONOTONIC nanoseconds (ties in the order they
+ * were armed); each timer knows its place in the heap, so arming, re-arming
+ * and cancelling one costs O(log n) with n timers armed, never a search.
  */
 #ifndef FAIRGATE_EVENT_LOOP_H
 #define FAIRGATE_EVENT_LOOP_H
@@ -25,12 +27,29 @@ int fg_loop_mod(struct fg_loop *loop, int fd, uint32_t events);
 /* Safe to call from inside a callback, including for the fd being served. */
 int fg_loop_del(struct fg_loop *loop, int fd);
 
-/* One-shot timer `after_ns` from now; returns an id > 0 for fg_loop_timer_cancel. */
+/* One-shot timer `after_ns` from now. Returns its id (> 0; 0 when out of
+ * memory), which names this timer until it has run or is cancelled; after
+ * that the id names nothing (cancelling or moving it does nothing), even
+ * once its storage serves another timer. */
 uint64_t fg_loop_timer(struct fg_loop *loop, uint64_t after_ns, fg_timer_cb cb, void *ctx);
+/* The same at an absolute fg_now_ns() time (in the past: due now). */
+uint64_t fg_loop_timer_at(struct fg_loop *loop, uint64_t when_ns, fg_timer_cb cb, void *ctx);
 /* A one-shot timer due now that runs as soon as the fd callback now running
  * returns, not after the rest of the epoll batch (called outside an fd
  * callback, it runs with the other due timers). Never inside the caller. */
 uint64_t fg_loop_soon(struct fg_loop *loop, fg_timer_cb cb, void *ctx);
+/* Re-arm timer `id` to run at `when_ns`, earlier or later. From inside the
+ * timer's own callback it arms the same timer again, with no allocation: an
+ * owner that re-arms its timer there keeps it until it cancels it. false
+ * when `id` names no timer (run, cancelled). */
+bool fg_loop_timer_move(struct fg_loop *loop, uint64_t id, uint64_t when_ns);
+/* Make timer `id` run no later than `when_ns`: moved when it is armed later
+ * (or is running its callback), left alone otherwise, which costs no heap
+ * work. For a deadline that often moves away (a read pushing an idle
+ * timeout back): the timer stays where it was and its callback re-checks
+ * the real deadline and re-arms. false when `id` names no timer. */
+bool fg_loop_timer_due_by(struct fg_loop *loop, uint64_t id, uint64_t when_ns);
+/* Also from inside a callback, for any timer (its own included). */
 void fg_loop_timer_cancel(struct fg_loop *loop, uint64_t id);
 
 /* Call after accept(2) on the listener `fd` failed with `err`. Returns true
@@ -44,8 +63,9 @@ void fg_loop_timer_cancel(struct fg_loop *loop, uint64_t id);
 bool fg_loop_accept_failed(struct fg_loop *loop, int fd, int err);
 
 /* Run until fg_loop_stop(); returns 0, or -1 on an epoll error. Each pass
- * runs only the timers already due when it began, so timers that re-arm
- * themselves at once cannot keep the loop from fds (the signalfd). */
+ * runs only the timers already due, and armed or last moved, when it
+ * began, so timers that re-arm themselves at once cannot keep the loop
+ * from fds (the signalfd). */
 int fg_loop_run(struct fg_loop *loop);
 void fg_loop_stop(struct fg_loop *loop);
 

@@ -1,6 +1,7 @@
-/* id_heap.h — an indexed binary min-heap of small integer ids.
+/* id_heap.h — an indexed binary min-heap of small integer ids: the one heap
+ * in fairgate (the fair queue's tenants, the event loop's timers).
  *
- * The ids are array indices (tenant ids, say) ordered by the caller's
+ * The ids are array indices (tenant ids, timer slots) ordered by the caller's
  * `less`, which reads the keys from the caller's own records; each id's
  * place is kept in `pos`, so an id whose key changed is moved (fg_idheap_fix)
  * or taken out (fg_idheap_remove) in O(log n) without a search. The storage

@@ -1,8 +1,8 @@
 /* proxy.c — the admission proxy's lifecycle: listen (front mode on
  * agent.listen; transparent mode: proxy_transparent.c),
- * accept, the periodic timeout sweep, policy hot reload, and shutdown.
- * The request path itself is proxy_client.c (admission) and
- * proxy_upstream.c (forwarding and settlement). */
+ * accept, policy hot reload, and shutdown. The request path itself is
+ * proxy_client.c (admission) and proxy_upstream.c (forwarding and
+ * settlement); each connection's timeouts are its own timer there. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <inttypes.h>
@@ -24,6 +24,9 @@
 #define ACCEPT_BATCH 64
 
 #define OVERLOAD_LOG_NS 1000000000ull
+/* How soon a quota deny window closes once its tenant has refilled (a walk
+ * over the tenants, never the connections). */
+#define DENY_TICK_NS 100000000ull
 
 void fg_overload_log(struct fg_proxy *px, const char *what)
 {
@@ -62,34 +65,28 @@ static void accept_cb(struct fg_loop *loop, int fd, uint32_t events, void *ctx)
 	}
 }
 
-static void sweep(struct fg_loop *loop, void *ctx)
+static void deny_tick(struct fg_loop *loop, void *ctx)
 {
 	struct fg_proxy *px = ctx;
-	uint64_t now = fg_now_ns();
-	struct fg_link *l, *next;
 
-	for (l = px->clients.next; l != &px->clients; l = next) {
-		next = l->next;
-		/* a closing client may take its upstream along, never another client */
-		fg_client_sweep(fg_container_of(l, struct fg_client, link), now);
-	}
-	for (l = px->busy.next; l != &px->busy; l = next) {
-		next = l->next;
-		struct fg_upstream *u = fg_container_of(l, struct fg_upstream, link);
-		/* a failing upstream answers its client, who may pipeline a new
-		 * exchange onto a pooled connection: restart the walk after it */
-		uint64_t before = px->metrics.engine_failures + px->metrics.engine_retries;
-		fg_upstream_sweep(u, now);
-		if (px->metrics.engine_failures + px->metrics.engine_retries != before)
-			break;
-	}
-	for (struct fg_pool *pool = &px->engine; pool; pool = pool == &px->engine ? &px->long_pool : NULL)
-		for (l = pool->idle.next; l != &pool->idle; l = next) {
-			next = l->next;
-			fg_upstream_sweep(fg_container_of(l, struct fg_upstream, link), now);
-		}
-	fg_tenants_tick(px->st, &px->tenants, now);
-	px->sweep_timer = fg_loop_timer(loop, FG_SWEEP_NS, sweep, px);
+	fg_tenants_tick(px->st, &px->tenants, fg_now_ns());
+	px->deny_tick_timer = fg_loop_timer(loop, DENY_TICK_NS, deny_tick, px);
+}
+
+/* Deadlines already set keep their time; the ones counted from an event
+ * (a slow reader's last write, a request's start, a pause) follow the new
+ * idle_s and request_s, so a shorter one pulls every timer in: a walk over
+ * the connections, once per reload. */
+static void timers_follow_reload(struct fg_proxy *px, uint64_t old_idle_ns, uint64_t old_request_ns)
+{
+	struct fg_link *l;
+
+	if (px->idle_ns >= old_idle_ns && px->request_ns >= old_request_ns)
+		return;
+	for (l = px->clients.next; l != &px->clients; l = l->next)
+		fg_client_timer_due(fg_container_of(l, struct fg_client, link));
+	for (l = px->busy.next; l != &px->busy; l = l->next)
+		fg_upstream_timer_due(fg_container_of(l, struct fg_upstream, link));
 }
 
 static void take_config(struct fg_proxy *px, const struct fg_policy *p)
@@ -204,7 +201,7 @@ int fg_proxy_start(struct fg_agent_state *st, char *err, size_t errlen)
 	}
 	if (fg_metrics_start(px, err, errlen))
 		goto fail;
-	px->sweep_timer = fg_loop_timer(st->loop, FG_SWEEP_NS, sweep, px);
+	px->deny_tick_timer = fg_loop_timer(st->loop, DENY_TICK_NS, deny_tick, px);
 	fg_proxy_publish_all(st);
 	char where[64];
 	fg_socket_desc(px->listen_fd, where, sizeof(where));
@@ -260,9 +257,11 @@ int fg_proxy_apply_policy(struct fg_agent_state *st, const struct fg_policy *p, 
 	/* nothing fails from here: the gateway follows tenants by name; a new
 	 * engine address lets connections in use finish and drops pooled ones */
 	const struct fg_policy *old = px->gw->policy;
+	uint64_t old_idle_ns = px->idle_ns, old_request_ns = px->request_ns;
 	fg_gw_reload(px->gw, p, fg_now_ns());
 	fg_fleet_apply_policy(px, p);
 	take_config(px, p);
+	timers_follow_reload(px, old_idle_ns, old_request_ns);
 	memcpy(px->engine_auth, engine_auth, sizeof(engine_auth));
 	explicit_bzero(engine_auth, sizeof(engine_auth));
 	memcpy(px->metrics_token, metrics_token, sizeof(metrics_token));
@@ -289,8 +288,8 @@ void fg_proxy_stop(struct fg_agent_state *st)
 
 	if (!px)
 		return;
-	if (px->sweep_timer)
-		fg_loop_timer_cancel(st->loop, px->sweep_timer);
+	if (px->deny_tick_timer)
+		fg_loop_timer_cancel(st->loop, px->deny_tick_timer);
 	if (px->listen_fd >= 0) {
 		if (st->policy->agent.mode == FG_MODE_TRANSPARENT && st->kernel)
 			fg_kernel_steer_listener(st, -1);

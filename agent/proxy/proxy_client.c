@@ -25,6 +25,7 @@
 #define READ_CHUNK (64u << 10)
 
 static void client_cb(struct fg_loop *loop, int fd, uint32_t events, void *ctx);
+static void client_timer_cb(struct fg_loop *loop, void *ctx);
 static void process_input(struct fg_client *c);
 
 /* ---- request parser callbacks ---------------------------------------- */
@@ -239,7 +240,10 @@ void fg_client_accept(struct fg_proxy *px, int fd, const struct sockaddr_storage
 	c->events = EPOLLIN | EPOLLRDHUP;
 	c->deadline_ns = fg_now_ns() + px->header_ns;
 	c->timeout_status = 0;
-	if (fg_loop_add(px->st->loop, fd, c->events, client_cb, c)) {
+	/* the one timer it keeps until it closes: no timeout later needs memory */
+	c->timer = fg_loop_timer_at(px->st->loop, c->deadline_ns, client_timer_cb, c);
+	if (!c->timer || fg_loop_add(px->st->loop, fd, c->events, client_cb, c)) {
+		fg_loop_timer_cancel(px->st->loop, c->timer);
 		fg_conn_release(&px->conns, source);
 		close(fd);
 		free(c);
@@ -315,6 +319,7 @@ void fg_client_close(struct fg_client *c)
 	if (x && x->up)
 		fg_upstream_abort(x->up); /* the engine stops generating for nobody */
 	exchange_reset(c);        /* settles what was admitted: billed what it got */
+	fg_loop_timer_cancel(px->st->loop, c->timer);
 	fg_loop_del(px->st->loop, c->fd);
 	close(c->fd);
 	fg_buf_free(&c->in);
@@ -327,12 +332,41 @@ void fg_client_close(struct fg_client *c)
 	free(c);
 }
 
+/* The earliest time one of c's timeouts can end it (UINT64_MAX: none now):
+ * the deadline of a request being read or of a lingering close, and a
+ * relay buffer the client has not taken from for idle_s. */
+static uint64_t client_due(const struct fg_client *c)
+{
+	uint64_t due = c->state == CL_READING || c->state == CL_CLOSING ? c->deadline_ns : UINT64_MAX;
+
+	if (c->state == CL_UPSTREAM && fg_buf_used(&c->out) &&
+	    c->last_progress_ns + c->px->idle_ns + 1 < due)
+		due = c->last_progress_ns + c->px->idle_ns + 1; /* client_timeouts: "> idle_ns" */
+	return due;
+}
+
+/* Pulls the timer in when a timeout came closer; one that moved away (a
+ * write, a deadline pushed back) leaves it early, and client_timer_cb
+ * re-checks then. No heap work on the way of a busy stream. */
+void fg_client_timer_due(struct fg_client *c)
+{
+	fg_loop_timer_due_by(c->px->st->loop, c->timer, client_due(c));
+}
+
+/* A new deadline for the request being read or the close (the parser's
+ * callbacks set theirs directly; process_input pulls the timer in after). */
+static void set_deadline(struct fg_client *c, uint64_t at_ns, int timeout_status)
+{
+	c->deadline_ns = at_ns;
+	c->timeout_status = timeout_status;
+	fg_client_timer_due(c);
+}
+
 /* Stop taking requests; close once the last response is out. */
 static void begin_closing(struct fg_client *c)
 {
 	c->state = CL_CLOSING;
-	c->deadline_ns = fg_now_ns() + (c->slow_close ? c->px->idle_ns : FG_LINGER_NS);
-	c->timeout_status = 0;
+	set_deadline(c, fg_now_ns() + (c->slow_close ? c->px->idle_ns : FG_LINGER_NS), 0);
 	fg_buf_reset(&c->in);
 	fg_client_update_events(c);
 }
@@ -362,6 +396,8 @@ static int flush_or_close(struct fg_client *c)
 	}
 	if (!fg_buf_used(&c->out))
 		fg_buf_free(&c->out); /* sized again by the next answer */
+	else
+		fg_client_timer_due(c); /* a relay buffer waiting: the slow-reader bound */
 	fg_client_account(c);
 	if (c->x && c->x->up && c->x->up->paused && fg_buf_used(&c->out) < FG_OUT_LOW)
 		fg_upstream_resume(c->x->up);
@@ -408,8 +444,7 @@ void fg_client_error(struct fg_client *c, int status, const char *type, const ch
 	exchange_reset(c);
 	if (keep) {
 		c->state = CL_READING;
-		c->deadline_ns = fg_now_ns() + c->px->idle_ns;
-		c->timeout_status = 0;
+		set_deadline(c, fg_now_ns() + c->px->idle_ns, 0);
 	} else {
 		begin_closing(c);
 	}
@@ -1102,6 +1137,7 @@ static void process_input(struct fg_client *c)
 	}
 	if (!fg_buf_used(&c->in))
 		fg_buf_free(&c->in); /* sized again by what arrives next */
+	fg_client_timer_due(c); /* the header and body deadlines the parser set */
 }
 
 /* Returns -1 when the client is gone. Each recv lands in one buffer shared
@@ -1164,16 +1200,16 @@ static void client_cb(struct fg_loop *loop, int fd, uint32_t events, void *ctx)
 	flush_or_close(c);
 }
 
-/* Timeouts, from the proxy's periodic sweep. */
-void fg_client_sweep(struct fg_client *c, uint64_t now)
+/* c's timeouts at `now`. -1: c is gone (closed and freed). */
+static int client_timeouts(struct fg_client *c, uint64_t now)
 {
 	if (c->state == CL_UPSTREAM && fg_buf_used(&c->out) &&
 	    now - c->last_progress_ns > c->px->idle_ns) {
 		fg_client_close(c); /* stopped reading a response: billed what it got */
-		return;
+		return -1;
 	}
 	if (now < c->deadline_ns)
-		return;
+		return 0;
 	if (c->state == CL_READING && c->timeout_status) {
 		count_refusal(c, FG_OUT_BAD_REQUEST);
 		if (c->x)
@@ -1182,11 +1218,24 @@ void fg_client_sweep(struct fg_client *c, uint64_t now)
 				c->x && c->x->headers_done ? "the request body did not arrive in time"
 						  : "the request headers did not arrive in time",
 				NULL);
-		flush_or_close(c);
-		return;
+		return flush_or_close(c);
 	}
-	if (c->state == CL_READING || c->state == CL_CLOSING)
+	if (c->state == CL_READING || c->state == CL_CLOSING) {
 		fg_client_close(c);
+		return -1;
+	}
+	return 0;
+}
+
+/* Due at (or, when a timeout moved away, before) c's nearest timeout:
+ * handle what is due, then re-arm the same timer at the nearest one left. */
+static void client_timer_cb(struct fg_loop *loop, void *ctx)
+{
+	struct fg_client *c = ctx;
+
+	if (client_timeouts(c, fg_now_ns()))
+		return;
+	fg_loop_timer_move(loop, c->timer, client_due(c));
 }
 
 /* After an answer written from outside the read path (engine failure):
@@ -1210,8 +1259,7 @@ void fg_client_exchange_done(struct fg_client *c)
 		return;
 	}
 	c->state = CL_READING;
-	c->deadline_ns = fg_now_ns() + c->px->idle_ns;
-	c->timeout_status = 0;
+	set_deadline(c, fg_now_ns() + c->px->idle_ns, 0);
 	process_input(c);
 	flush_or_close(c);
 }

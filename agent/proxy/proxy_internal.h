@@ -1,5 +1,5 @@
 /* proxy_internal.h — the proxy's connections and exchanges, shared by
- * proxy.c (listeners, lifecycle, timers), proxy_client.c (the client side:
+ * proxy.c (listeners, lifecycle, reload), proxy_client.c (the client side:
  * HTTP in, identity, admission, responses out), proxy_upstream.c (the
  * engine side: pools, forwarding, response relay), proxy_settle.c (the
  * end of every request) and proxy_sched.c (the gateway's clock: dispatch
@@ -38,7 +38,6 @@
 
 #define FG_TENANT_HEADER "x-fairgate-tenant"
 #define FG_ENGINE_AUTH_MAX (FG_SECRET_LINE_MAX + sizeof("Authorization: Bearer \r\n"))
-#define FG_SWEEP_NS 100000000ull        /* timeout sweep period */
 #define FG_LINGER_NS 2000000000ull      /* drain a closing client this long */
 #define FG_CONNECT_TIMEOUT_NS 5000000000ull
 #define FG_POOL_IDLE_NS 30000000000ull  /* idle engine connections closed after */
@@ -139,7 +138,10 @@ struct fg_client {
 	 * px->buffered (fg_client_account); the body is counted as it arrives */
 	uint64_t held;
 	uint32_t events;          /* epoll mask in force */
-	uint64_t deadline_ns;
+	/* its one timer, armed at accept and held until close, due no later
+	 * than the nearest of its timeouts (proxy_client.c, client_due) */
+	uint64_t timer;
+	uint64_t deadline_ns;     /* reading or closing: UINT64_MAX = none */
 	int timeout_status;       /* what to answer when deadline_ns passes (0 = just close) */
 	uint64_t last_progress_ns;/* last successful write */
 	bool keep_alive;          /* of the current request */
@@ -179,6 +181,9 @@ struct fg_upstream {
 	bool paused;              /* not reading: the client is slow */
 	uint64_t paused_since_ns; /* when it last stopped reading for the client */
 	uint32_t events;          /* epoll mask in force */
+	/* its one timer, from connect to close, due no later than the nearest
+	 * of its timeouts (proxy_upstream.c, upstream_due) */
+	uint64_t timer;
 	http_parser parser;
 	struct fg_buf out;        /* request head; the body is sent from the exchange */
 	size_t body_sent;
@@ -209,7 +214,7 @@ struct fg_proxy {
 	uint32_t derived_connections;
 	struct fg_link busy;
 	uint32_t n_clients, n_busy;
-	uint64_t sweep_timer;
+	uint64_t deny_tick_timer; /* proxy.c: quota windows closed once refilled */
 	struct fg_metrics metrics;
 	struct fg_buf scratch;    /* one relay step's output, reused */
 	uint64_t started_ns;
@@ -276,7 +281,9 @@ extern const http_parser_settings fg_client_req_settings;
 void fg_client_accept(struct fg_proxy *px, int fd, const struct sockaddr_storage *peer,
 		      socklen_t peer_len);
 void fg_client_close(struct fg_client *c);
-void fg_client_sweep(struct fg_client *c, uint64_t now_ns);
+/* Its timer is due no later than its nearest timeout; after a reload that
+ * shortened idle_s (proxy.c), as after any deadline moved closer. */
+void fg_client_timer_due(struct fg_client *c);
 /* The engine's answer is complete (or failed): settle, then serve the next
  * pipelined request or close. */
 void fg_client_exchange_done(struct fg_client *c);
@@ -308,7 +315,8 @@ int fg_pool_set(struct fg_proxy *px, struct fg_pool *pool, const struct fg_hostp
 void fg_pool_drain(struct fg_pool *pool);
 void fg_upstream_abort(struct fg_upstream *u);
 void fg_upstream_resume(struct fg_upstream *u);
-void fg_upstream_sweep(struct fg_upstream *u, uint64_t now_ns);
+/* The same for an engine connection (idle_s, request_s). */
+void fg_upstream_timer_due(struct fg_upstream *u);
 void fg_upstream_close(struct fg_upstream *u);
 
 /* proxy_settle.c: settle an exchange on whatever is known (usage,

@@ -23,6 +23,7 @@
 #define READ_CHUNK (64u << 10)
 
 static void upstream_cb(struct fg_loop *loop, int fd, uint32_t events, void *ctx);
+static void upstream_timer_cb(struct fg_loop *loop, void *ctx);
 
 /* ---- pool ------------------------------------------------------------------ */
 
@@ -38,6 +39,7 @@ void fg_upstream_close(struct fg_upstream *u)
 {
 	struct fg_proxy *px = u->px;
 
+	fg_loop_timer_cancel(px->st->loop, u->timer);
 	fg_loop_del(px->st->loop, u->fd);
 	close(u->fd);
 	fg_link_del(&u->link);
@@ -106,6 +108,7 @@ static void pool_put(struct fg_upstream *u)
 	px->n_busy--;
 	fg_link_add(&u->pool->idle, &u->link);
 	u->pool->n_idle++;
+	fg_upstream_timer_due(u);
 	set_events(u, EPOLLIN | EPOLLRDHUP); /* to notice the engine closing it */
 	if (u->pool->n_idle > FG_POOL_MAX_IDLE)
 		fg_upstream_close(fg_container_of(u->pool->idle.prev, struct fg_upstream, link));
@@ -181,12 +184,16 @@ static struct fg_upstream *connect_new(struct fg_proxy *px, struct fg_pool *pool
 	if (fd < 0)
 		return NULL;
 	struct fg_upstream *u = calloc(1, sizeof(*u));
-	if (!u || fg_loop_add(px->st->loop, fd, EPOLLOUT | EPOLLIN | EPOLLRDHUP, upstream_cb, u)) {
+	/* its one timer until it closes, armed when an exchange starts on it */
+	uint64_t timer = u ? fg_loop_timer_at(px->st->loop, UINT64_MAX, upstream_timer_cb, u) : 0;
+	if (!timer || fg_loop_add(px->st->loop, fd, EPOLLOUT | EPOLLIN | EPOLLRDHUP, upstream_cb, u)) {
+		fg_loop_timer_cancel(px->st->loop, timer);
 		free(u);
 		close(fd);
 		errno = ENOMEM;
 		return NULL;
 	}
+	u->timer = timer;
 	u->px = px;
 	u->pool = pool;
 	u->fd = fd;
@@ -299,6 +306,7 @@ static int start_exchange(struct fg_client *c, struct fg_upstream *u)
 	http_parser_init(&u->parser, HTTP_RESPONSE);
 	u->parser.data = u;
 	u->deadline_ns = fg_now_ns() + (u->connecting ? FG_CONNECT_TIMEOUT_NS : c->px->upstream_ns);
+	fg_upstream_timer_due(u);
 	if (build_request(c, u))
 		return -1;
 	if (!u->connecting) {
@@ -681,6 +689,7 @@ void fg_upstream_resume(struct fg_upstream *u)
 		return;
 	u->paused = false;
 	u->deadline_ns = fg_now_ns() + u->px->upstream_ns;
+	fg_upstream_timer_due(u);
 	set_events(u, EPOLLIN | EPOLLRDHUP | (u->body_sent_all ? 0 : EPOLLOUT));
 }
 
@@ -736,6 +745,7 @@ static void upstream_read(struct fg_upstream *u)
 		bool first = !u->got_bytes; /* the head can only be read whole from the first bytes */
 		if (n > 0) {
 			u->got_bytes = true;
+			/* later than before: the timer stays (upstream_timer_cb re-checks) */
 			u->deadline_ns = fg_now_ns() + u->px->upstream_ns;
 		}
 		size_t done = 0;
@@ -766,6 +776,7 @@ static void upstream_read(struct fg_upstream *u)
 		    (fg_buf_used(&c->out) > FG_OUT_LOW && u->px->buffered > u->px->max_buffered)) {
 			u->paused = true;
 			u->paused_since_ns = fg_now_ns();
+			fg_upstream_timer_due(u);
 			set_events(u, 0);
 			return;
 		}
@@ -802,6 +813,7 @@ static void upstream_cb(struct fg_loop *loop, int fd, uint32_t events, void *ctx
 			return;
 		u->connecting = false;
 		u->deadline_ns = fg_now_ns() + u->px->upstream_ns;
+		fg_upstream_timer_due(u);
 	}
 	if (events & EPOLLOUT) {
 		int rc = upstream_send(u);
@@ -849,17 +861,42 @@ static void end_held(struct fg_upstream *u, enum fg_outcome o, const char *code,
 	fg_client_exchange_done(c);
 }
 
-void fg_upstream_sweep(struct fg_upstream *u, uint64_t now)
+/* The earliest time one of u's timeouts can end it (UINT64_MAX: none):
+ * a pooled connection's idle time; an exchange's request_s, and either its
+ * relay buffer's stall (paused for a slow client) or the engine's silence
+ * (connect, upstream_s). */
+static uint64_t upstream_due(const struct fg_upstream *u)
+{
+	if (u->idle)
+		return u->idle_since_ns + FG_POOL_IDLE_NS + 1; /* upstream_timeouts: "> FG_POOL_IDLE_NS" */
+	if (!u->client)
+		return UINT64_MAX;
+	uint64_t request = u->client->x->started_ns + u->px->request_ns;
+	uint64_t other = u->paused ? u->paused_since_ns + u->px->idle_ns : u->deadline_ns;
+
+	return request < other ? request : other;
+}
+
+/* Pulls the timer in when a timeout came closer; a deadline pushed back
+ * by a read leaves it early, and upstream_timer_cb re-checks then. */
+void fg_upstream_timer_due(struct fg_upstream *u)
+{
+	fg_loop_timer_due_by(u->px->st->loop, u->timer, upstream_due(u));
+}
+
+/* u's timeouts at `now`. -1: u is closed (its client answered or ended). */
+static int upstream_timeouts(struct fg_upstream *u, uint64_t now)
 {
 	struct fg_proxy *px = u->px;
 
 	if (u->idle) {
-		if (now - u->idle_since_ns > FG_POOL_IDLE_NS)
-			fg_upstream_close(u);
-		return;
+		if (now - u->idle_since_ns <= FG_POOL_IDLE_NS)
+			return 0;
+		fg_upstream_close(u);
+		return -1;
 	}
 	if (!u->client)
-		return;
+		return 0;
 	struct fg_client *c = u->client;
 	char msg[256];
 	if (now - c->x->started_ns >= px->request_ns) {
@@ -867,26 +904,38 @@ void fg_upstream_sweep(struct fg_upstream *u, uint64_t now)
 			 "the request was ended after %.0f s, the gateway's limit on one request's time (agent.timeouts.request_s)",
 			 (double)px->request_ns / 1e9);
 		end_held(u, FG_OUT_REQUEST_TIMEOUT, "request_timeout", msg);
-		return;
+		return -1;
 	}
 	if (u->paused) {
 		if (now - u->paused_since_ns < px->idle_ns)
-			return;
+			return 0;
 		snprintf(msg, sizeof(msg),
 			 "the stream was ended: the client did not read it as fast as it was generated (%u KiB waited for it for %.0f s, agent.timeouts.idle_s); billed for what was generated",
 			 FG_OUT_HIGH >> 10, (double)px->idle_ns / 1e9);
 		end_held(u, FG_OUT_CLIENT_STALLED, "client_too_slow", msg);
-		return;
+		return -1;
 	}
 	if (now < u->deadline_ns)
-		return;
+		return 0;
 	if (u->connecting) {
 		c->x->up = NULL;
 		u->client = NULL;
 		fg_upstream_close(u);
 		refuse_unavailable(c, "connect timed out");
 		fg_client_resume(c);
-		return;
+		return -1;
 	}
 	fail(u, 504, "engine_timeout", "no answer within agent.timeouts.upstream_s", false);
+	return -1;
+}
+
+/* Due at (or, when a timeout moved away, before) u's nearest timeout:
+ * handle what is due, then re-arm the same timer at the nearest one left. */
+static void upstream_timer_cb(struct fg_loop *loop, void *ctx)
+{
+	struct fg_upstream *u = ctx;
+
+	if (upstream_timeouts(u, fg_now_ns()))
+		return;
+	fg_loop_timer_move(loop, u->timer, upstream_due(u));
 }
