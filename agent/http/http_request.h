@@ -66,7 +66,7 @@ struct fg_req_info {
 	struct fg_span tok[FG_TM_N];
 };
 
-/* Parse and validate a body in one streaming pass (yajl): well-formed JSON
+/* Parse and validate a body in one streaming pass (lib/json_tok.c): well-formed JSON
  * in strict UTF-8 without NUL (raw or \u0000), lone surrogates, numbers
  * out of range, nesting deeper than 2048 or duplicate keys at any depth,
  * whose top level is an object with the members of `api` well typed.
@@ -76,6 +76,14 @@ struct fg_req_info {
  * the layout the rewrite needs are recorded in `info`. */
 int fg_request_parse(enum fg_api api, const char *body, size_t len, struct fg_req_info *info,
 		     char *msg, size_t msglen, const char **param);
+
+/* The same check by the reference reader (yajl, a separate strict-UTF-8
+ * pass): what fg_request_parse was before its own tokenizer, and what
+ * words its refusals (a body the tokenizer refuses is read again by it).
+ * For every body both return the same, fill the same fg_req_info and say
+ * the same (test_request_scan and fuzz_request_json compare them). */
+int fg_request_parse_reference(enum fg_api api, const char *body, size_t len,
+			       struct fg_req_info *info, char *msg, size_t msglen, const char **param);
 
 /* The same check over a body read piece by piece, so that each read costs
  * only its own bytes and the end of the body costs nothing more:
