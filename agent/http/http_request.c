@@ -1416,8 +1416,39 @@ static size_t put_member(char *out, size_t o, const char *key, uint64_t v)
 	return o;
 }
 
-char *fg_request_forward_body(const struct fg_req_info *info, const char *body, size_t len,
-			      const struct fg_rewrite *rw, size_t *out_len)
+/* The parts of body[from, to) left by the cuts (sorted, possibly
+ * overlapping), as ranges; returns their count (at most n + 1). */
+static uint32_t parts_less(struct fg_body_part *out, size_t from, size_t to, const struct cut *c,
+			   int n)
+{
+	uint32_t k = 0;
+	size_t at = from;
+
+	for (int i = 0; i < n; i++) {
+		if (c[i].to <= at)
+			continue;
+		if (c[i].from > at)
+			out[k++] = (struct fg_body_part){ at, c[i].from };
+		at = c[i].to;
+	}
+	if (to > at)
+		out[k++] = (struct fg_body_part){ at, to };
+	return k;
+}
+
+static const char usage_opts[] =
+	"\"stream_options\":{\"include_usage\":true,\"continuous_usage_stats\":true";
+
+size_t fg_request_forward_head_room(const struct fg_req_info *info, size_t salt_len)
+{
+	const struct fg_req_member *so = &info->stream_options;
+	size_t so_inner = so->present && so->is_object ? so->close - so->open - 1 : 0;
+
+	return 1 + (14 + salt_len + 2) + 24 + (sizeof(usage_opts) + 1 + so_inner + 2) + 3 * 48 + 1;
+}
+
+int fg_request_forward(const struct fg_req_info *info, const char *body, size_t len,
+		       const struct fg_rewrite *rw, struct fg_fwd_body *fwd)
 {
 	const struct fg_req_member *so = &info->stream_options;
 	bool carry_so = rw->force_usage && so->present;
@@ -1446,14 +1477,11 @@ char *fg_request_forward_body(const struct fg_req_info *info, const char *body, 
 
 	/* the client's other stream_options members, carried into ours */
 	size_t so_inner = carry_so && so->is_object ? so->close - so->open - 1 : 0;
-	static const char usage_opts[] =
-		"\"stream_options\":{\"include_usage\":true,\"continuous_usage_stats\":true";
 	size_t salt_len = rw->cache_salt ? strlen(rw->cache_salt) : 0;
-	size_t room = 1 + (14 + salt_len + 2) + 24 + (sizeof(usage_opts) + 1 + so_inner + 2) +
-		      3 * 48 + len + 1;
-	char *out = malloc(room);
+	char *out = malloc(fg_request_forward_head_room(info, salt_len));
+	memset(fwd, 0, sizeof(*fwd));
 	if (!out)
-		return NULL;
+		return -1;
 	size_t o = 0;
 	out[o++] = '{';
 	if (rw->cache_salt) {
@@ -1495,9 +1523,41 @@ char *fg_request_forward_body(const struct fg_req_info *info, const char *body, 
 	}
 	if (!others && o > 1)
 		o--; /* the client's object keeps no member: no comma after ours */
-	o += copy_less(out + o, body, info->brace + 1, len, cuts, n);
 	out[o] = 0;
-	*out_len = o;
+	fwd->head = out;
+	fwd->head_len = o;
+	fwd->n = parts_less(fwd->part, info->brace + 1, len, cuts, n);
+	fwd->len = o;
+	for (uint32_t k = 0; k < fwd->n; k++)
+		fwd->len += fwd->part[k].to - fwd->part[k].from;
+	return 0;
+}
+
+void fg_fwd_body_free(struct fg_fwd_body *fwd)
+{
+	free(fwd->head);
+	memset(fwd, 0, sizeof(*fwd));
+}
+
+char *fg_request_forward_body(const struct fg_req_info *info, const char *body, size_t len,
+			      const struct fg_rewrite *rw, size_t *out_len)
+{
+	struct fg_fwd_body fwd;
+
+	if (fg_request_forward(info, body, len, rw, &fwd))
+		return NULL;
+	char *out = malloc(fwd.len + 1);
+	if (out) {
+		size_t o = fwd.head_len;
+		memcpy(out, fwd.head, o);
+		for (uint32_t k = 0; k < fwd.n; k++) {
+			memcpy(out + o, body + fwd.part[k].from, fwd.part[k].to - fwd.part[k].from);
+			o += fwd.part[k].to - fwd.part[k].from;
+		}
+		out[o] = 0;
+		*out_len = o;
+	}
+	fg_fwd_body_free(&fwd);
 	return out;
 }
 

@@ -117,14 +117,38 @@ struct fg_rewrite {
 	uint64_t max_tokens;       /* > 0: the output cap, written the way info->api names it */
 };
 
-/* The body to forward (malloc'd, NUL-terminated, *out_len bytes) for a body
- * fg_request_parse accepted into `info`: the new members are spliced in
- * after the opening brace and the client's bytes follow untouched, less
- * any member the rewrite owns (a client's cache_salt and priority; its
- * output caps when one is written; with forced usage, its stream_options,
- * whose other members are carried into the new one). Duplicate keys were
- * refused at parse, so nothing can shadow the spliced members. NULL when
- * out of memory. */
+/* The body to forward for a body fg_request_parse accepted into `info`:
+ * the new members are spliced in after the opening brace and the client's
+ * bytes follow untouched, less any member the rewrite owns (a client's
+ * cache_salt and priority; its output caps when one is written; with
+ * forced usage, its stream_options, whose other members are carried into
+ * the new one). Duplicate keys were refused at parse, so nothing can
+ * shadow the spliced members. Only what changes is copied: `head` (the
+ * brace and the spliced members) is made, the client's bytes that follow
+ * are ranges of its body, sent from where they are (writev). */
+#define FG_FWD_PARTS 7 /* one more than the members a rewrite can cut */
+struct fg_body_part {
+	size_t from, to;
+};
+struct fg_fwd_body {
+	char *head;                /* malloc'd, NUL-terminated; NULL: nothing rewritten */
+	size_t head_len;
+	uint32_t n;
+	struct fg_body_part part[FG_FWD_PARTS]; /* then body[from, to) of each */
+	size_t len;                /* the whole forwarded body */
+};
+
+/* 0, or -1 when out of memory (fwd then holds nothing). */
+int fg_request_forward(const struct fg_req_info *info, const char *body, size_t len,
+		       const struct fg_rewrite *rw, struct fg_fwd_body *fwd);
+void fg_fwd_body_free(struct fg_fwd_body *fwd);
+
+/* The most fg_request_forward's head can take for this body with a salt of
+ * salt_len bytes (what the buffered-bytes budget holds for it). */
+size_t fg_request_forward_head_room(const struct fg_req_info *info, size_t salt_len);
+
+/* The same body in one buffer (malloc'd, NUL-terminated, *out_len bytes),
+ * for the tests and benches; NULL when out of memory. */
 char *fg_request_forward_body(const struct fg_req_info *info, const char *body, size_t len,
 			      const struct fg_rewrite *rw, size_t *out_len);
 
