@@ -103,6 +103,60 @@ static inline size_t skip_plain(const unsigned char *s, size_t i, size_t len)
 	return len;
 }
 
+/* Non-ASCII text (a CJK prompt is mostly three-byte characters): from the
+ * lead byte at i, characters one at a time, checked as strict UTF-8, until
+ * a byte the string must stop at ('"', '\\', a control byte), a run of
+ * plain ASCII long enough for the wide scan again, or a character the
+ * bytes so far cut. *bad: the offending byte, or SIZE_MAX. */
+static size_t utf8_run(const unsigned char *s, size_t i, size_t len, size_t *bad)
+{
+	unsigned ascii = 0;
+
+	*bad = SIZE_MAX;
+	while (i < len) {
+		unsigned c = s[i];
+		if (c < 0x80) {
+			if (c == '"' || c == '\\' || c < 0x20)
+				return i;
+			i++;
+			if (++ascii >= 8)
+				return i;
+			continue;
+		}
+		ascii = 0;
+		/* most of such text: three bytes, a lead of E1-EC or EE-EF */
+		if (((c >= 0xe1 && c <= 0xec) || c >= 0xee) && c <= 0xef && i + 2 < len &&
+		    (s[i + 1] & 0xc0) == 0x80 && (s[i + 2] & 0xc0) == 0x80) {
+			i += 3;
+			continue;
+		}
+		unsigned lo = 0x80, hi = 0xbf, n;
+		if (c >= 0xe0 && c <= 0xef)
+			n = 2, lo = c == 0xe0 ? 0xa0 : 0x80, hi = c == 0xed ? 0x9f : 0xbf;
+		else if (c >= 0xc2 && c <= 0xdf)
+			n = 1;
+		else if (c >= 0xf0 && c <= 0xf4)
+			n = 3, lo = c == 0xf0 ? 0x90 : 0x80, hi = c == 0xf4 ? 0x8f : 0xbf;
+		else {
+			*bad = i;
+			return i;
+		}
+		if (i + n >= len)
+			return i; /* cut: the caller carries it */
+		if (s[i + 1] < lo || s[i + 1] > hi) {
+			*bad = i + 1;
+			return i;
+		}
+		for (unsigned k = 2; k <= n; k++)
+			if ((s[i + k] & 0xc0) != 0x80) {
+				*bad = i + k;
+				return i;
+			}
+		i += n + 1;
+	}
+	return i;
+}
+
 static inline bool in_object(const struct fg_jt *j)
 {
 	uint32_t d = j->depth - 1;
@@ -253,12 +307,38 @@ static enum fg_jt_status run(struct fg_jt *j, const char *text, size_t len, bool
 					break;
 				if (c == '\\') {
 					j->escaped = true;
-					j->sub = S_ESC;
+					/* the common escapes whole here: at once */
+					unsigned e = i + 1 < len ? s[i + 1] : 0;
+					if (e == 'n' || e == '"' || e == '\\' || e == 't' || e == 'r' ||
+					    e == '/' || e == 'b' || e == 'f') {
+						j->delta -= 1;
+						i += 2;
+						continue;
+					}
+					if (e == 'u' && i + 6 <= len) {
+						int h0 = hex_val(s[i + 2]), h1 = hex_val(s[i + 3]);
+						int h2 = hex_val(s[i + 4]), h3 = hex_val(s[i + 5]);
+						unsigned cp = (h0 | h1 | h2 | h3) < 0 ? 0 :
+							      (unsigned)(h0 << 12 | h1 << 8 | h2 << 4 | h3);
+						if (cp && (cp < 0xd800 || cp > 0xdfff)) {
+							j->delta += (cp < 0x80 ? 1 : cp < 0x800 ? 2 : 3) - 6;
+							i += 6;
+							continue;
+						}
+					}
+					j->sub = S_ESC; /* the rest byte by byte */
 					i++;
 					continue;
 				}
 				if (c < 0x80)
 					FAIL(i); /* a control byte */
+				size_t bad, k = utf8_run(s, i, len, &bad);
+				if (bad != SIZE_MAX)
+					FAIL(bad);
+				if (k > i) {
+					i = k;
+					continue;
+				}
 				/* a UTF-8 lead byte: its length and the range of its second byte */
 				unsigned lo = 0x80, hi = 0xbf, n;
 				if (c >= 0xc2 && c <= 0xdf)

@@ -153,6 +153,12 @@ static void verdicts_as_jansson(void **state)
 		"\"\xe0\x80\xaf\"", "\"\xed\xa0\x80\"", "\"\xf0\x80\x80\x80\"", "\"\xf4\x90\x80\x80\"",
 		"\"\xf5\x80\x80\x80\"", "\"\x80\"", "\"\xc3\"", "\"\xe2\x82\"", "\"\xc3(\"", "\xef\xbb\xbf{}",
 		"{}\f", "\v[]", "[1]\x80", "/*c*/{}", "[\"a\"\"b\"]",
+		/* runs of non-ASCII text (the three-byte path) and of escapes */
+		"\"\xe4\xbd\xa0\xe5\xa5\xbd\xe4\xb8\x96\xe7\x95\x8c abcdefghij\xee\x80\x80\xef\xbf\xbd\xc3\xa9\xf0\x9f\x98\x80\"",
+		"\"\xe4\xbd\x28\"", "\"\xe4\xbd\"", "\"\xee\x80\xc0\"", "\"\xe1\x80\"", "\"\xe4\xbd\xa0\xe4\"",
+		"\"\xe4\xbd\xa0\x01\"", "\"\xe4\xbd\xa0\\n\xe4\xbd\xa0\"", "\"\xed\x9f\xbf\xed\xa0\x80\"",
+		"\"\\n\\t\\u00e9\\u20AC\\uFFFD\\uDBFF\\uDFFF\\u0001\\/\\\\\"", "\"\\u00\"",
+		"\"\\u00e\"", "\"\\uDBFF\\uE000\"", "\"\\uDBFF\\n\"", "\"\\u000g\"", "\"\\\"",
 	};
 	for (size_t i = 0; i < sizeof(texts) / sizeof(texts[0]); i++)
 		check_against_jansson(texts[i], strlen(texts[i]));
@@ -189,6 +195,19 @@ static void special_byte_at_every_position(void **state)
 				assert_int_equal(k.t[0].decoded_len, n);
 				assert_int_equal(k.t[0].end, n + 2);
 			}
+	/* a valid three-byte character at every position, and one cut short */
+	for (size_t n = 3; n <= 70; n++)
+		for (size_t p = 0; p + 2 < n; p++) {
+			text[0] = '"';
+			memset(text + 1, 'a', n);
+			memcpy(text + 1 + p, "\xe4\xbd\xa0", 3);
+			text[1 + n] = '"';
+			struct toks k;
+			assert_int_equal(tokenize(text, n + 2, 0, &k), FG_JT_DONE);
+			assert_int_equal(k.t[0].decoded_len, n);
+			text[3 + p] = 'a';
+			assert_int_equal(tokenize(text, n + 2, 0, &k), FG_JT_ERROR);
+		}
 	/* a valid two-byte character at every position */
 	for (size_t n = 2; n <= 70; n++)
 		for (size_t p = 0; p + 1 < n; p++) {
