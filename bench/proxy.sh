@@ -28,6 +28,10 @@
 #     fairgated/nginx ratio. FG_BENCH_BODY_AGENT names another fairgated
 #     binary to run as a third path (before/after a change, same run);
 #     FG_BENCH_BODY_ROUNDS (3) and FG_BENCH_BODY_SECONDS (FG_BENCH_SECONDS).
+#     FG_BENCH_BODY_ONLY=1 runs this part alone (parts 1-3 skipped: a short
+#     mode while developing); FG_BENCH_BODY_PERF=SIZE records fairgated with
+#     `perf record -g` during its first run at that body size, into
+#     FG_BENCH_BODY_PERF_OUT (default ./perf.body.data).
 # Everything runs in namespaces it creates (fgt-pxb-*) and is removed on exit.
 set -u
 BUILD=$(cd "${1:-build}" && pwd)
@@ -146,6 +150,7 @@ open_loop() { # PORT -> "p50 p99 ok sent"
 }
 median() { sort -g | awk '{ a[NR] = $1 } END { print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2 }'; }
 
+if [ -z "${FG_BENCH_BODY_ONLY:-}" ]; then
 echo "== proxy: the same chat request, straight to the simulator / through nginx / through fairgated =="
 echo "   ($ROUNDS interleaved rounds of ${SECS}s, order rotating; wrk -c32 closed loop for req/s;" \
 	"fg-load open loop at $RATE req/s for latency; proxies on CPU 0)"
@@ -210,6 +215,7 @@ non2xx=$(awk '/Non-2xx/ { print $NF }' "$TMP/flood.out")
 total=$(awk '/requests in/ { print $1 }' "$TMP/flood.out")
 printf 'agent 429s: %.0f responses/s (%s of %s were non-2xx)\n' "$rps429" "${non2xx:-0}" "$total"
 echo "agent_429_per_s=$rps429" >"${FG_BENCH_RESULTS:-/dev/null}"
+fi # FG_BENCH_BODY_ONLY
 
 echo
 echo "== CPU per request by body size: fairgated vs nginx, in front of a do-nothing upstream =="
@@ -289,11 +295,18 @@ wrk.headers["Authorization"] = "Bearer $KEY_BODY"
 EOF
 done
 body_run() { # PATH SIZE SECS -> "cpu-us-per-request requests non2xx"
-	local pid=${BPID[$1]} t0 t1 out
+	local pid=${BPID[$1]} t0 t1 out perf=
+	if [ "$1" = fairgated ] && [ "${FG_BENCH_BODY_PERF:-}" = "$2" ] && [ ! -e "$TMP/perf.done" ]; then
+		touch "$TMP/perf.done"
+		perf record -q -g -p "$pid" -o "${FG_BENCH_BODY_PERF_OUT:-$PWD/perf.body.data}" \
+			-- sleep "$3" >/dev/null 2>&1 &
+		perf=$!
+	fi
 	t0=$(cpu_ticks "$pid")
 	out=$(ip netns exec "$CNS" wrk -t1 -c8 -d"${3}s" -s "$TMP/body.$2.lua" \
 		"http://$SRV:${BPORT[$1]}/v1/chat/completions")
 	t1=$(cpu_ticks "$pid")
+	[ -n "$perf" ] && wait "$perf"
 	echo "$out" | awk -v d=$((t1 - t0)) -v hz="$(getconf CLK_TCK)" '
 		/requests in/ { n = $1 } /Non-2xx/ { bad = $NF }
 		END { printf "%.1f %d %d\n", n ? d / hz * 1e6 / n : 0, n, bad }'

@@ -1,12 +1,14 @@
 /* http_request.c — validate, measure and rewrite request bodies in one
  * streaming pass; see http_request.h.
  *
- * yajl tokenises and checks the grammar; this file adds what a body must
- * also be to reach the engine (the rules it was held to when a jansson tree
- * was built: strict UTF-8, no NUL, no lone surrogate escapes, numbers in
- * range, depth <= 2048, no duplicate keys anywhere) and records, as the
- * tokens go by, only what admission and the rewrite need. A 1 MiB prompt
- * costs a pass over its bytes, not a tree of them.
+ * lib/json_tok.c tokenises as the body arrives and checks the grammar,
+ * strict UTF-8, NUL and escapes in the same pass; this file adds what a
+ * body must also be to reach the engine (the rules it was held to when a
+ * jansson tree was built: numbers in range, depth <= 2048, no duplicate
+ * keys anywhere) and records, as the tokens go by, only what admission and
+ * the rewrite need. A 1 MiB prompt costs about a copy of its bytes. A body
+ * it refuses is read again by the reference reader (yajl, through the same
+ * callbacks), which words the refusal as it always was.
  *
  * What the tokenizer sees is counted where it is: message contents, tool
  * definitions, instructions; a content part by its type (text parts by
@@ -24,6 +26,7 @@
 
 #include "agent/http/http_request.h"
 #include "lib/json_number.h"
+#include "lib/json_tok.h"
 #include "lib/yajl_arena.h"
 
 #define MAX_CHOICES 128     /* OpenAI's own limit on n */
@@ -126,8 +129,10 @@ struct scope {
 struct scan {
 	const char *body;           /* the body so far: it may move between reads */
 	size_t len;
-	size_t base;                /* offset of the bytes yajl is reading now */
-	yajl_handle h;
+	size_t pos;                 /* where the token just read ends */
+	size_t tok_start;           /* ... and where it starts (keys) */
+	size_t base;                /* yajl: offset of the bytes it is reading now */
+	yajl_handle h;              /* the reference reader (yajl), or NULL */
 	enum fg_api api;
 	struct fg_req_info *info;
 	const char *err;            /* a static message, or NULL: see err_buf */
@@ -168,6 +173,8 @@ struct scan {
 	size_t n_objs, cap_objs;
 	char *num;                  /* a number's text, NUL-terminated for strto* */
 	size_t num_cap;
+	char *dec;                  /* an escaped string's decoded text */
+	size_t dec_cap;
 };
 static int fail_with(struct scan *sc, const char *why)
 {
@@ -175,10 +182,10 @@ static int fail_with(struct scan *sc, const char *why)
 	return 0; /* yajl: cancel */
 }
 
-/* Offset in the body of where yajl is (it counts from the start of each read). */
+/* Offset in the body where the token just read ends. */
 static size_t consumed(const struct scan *sc)
 {
-	return sc->base + yajl_get_bytes_consumed(sc->h);
+	return sc->pos;
 }
 
 /* The opening quote of the string token whose closing quote is at `close`:
@@ -588,12 +595,12 @@ static int cb_number(void *ctx, const char *s, size_t l)
 	return 1;
 }
 
+/* s: the string's decoded bytes, where string_text_wanted says they are read
+ * (else possibly NULL); l: their count. */
 static int cb_string(void *ctx, const unsigned char *s, size_t l)
 {
 	struct scan *sc = ctx;
 
-	if (!in_body(sc, s) && !check_escapes(sc))
-		return 0;
 	if (!on_value(sc, V_STRING, s, l, false, 0))
 		return 0;
 	if (sc->depth == 1 && sc->slot == S_MODEL) {
@@ -668,15 +675,11 @@ static enum msg_key msg_key_of(const unsigned char *s, size_t l)
 	       : key_is(s, l, "content") ? MK_CONTENT : MK_OTHER;
 }
 
+/* A key (decoded) starting at sc->tok_start. */
 static int cb_map_key(void *ctx, const unsigned char *s, size_t l)
 {
 	struct scan *sc = ctx;
-	bool escaped = !in_body(sc, s);
 
-	if (escaped && !check_escapes(sc))
-		return 0;
-	if (memchr(s, 0, l))
-		return fail_with(sc, "\\u0000 is not allowed in a string");
 	if (!add_key(sc, s, l))
 		return 0;
 	if (sc->depth == 1) {
@@ -689,12 +692,12 @@ static int cb_map_key(void *ctx, const unsigned char *s, size_t l)
 			: sc->slot == S_MAX_TOKENS ? &in->max_tokens
 			: sc->slot == S_MAX_COMPLETION ? &in->max_completion_tokens
 			: sc->slot == S_MAX_OUTPUT ? &in->max_output_tokens : NULL;
-		sc->key_start = open_quote(sc->body, consumed(sc) - 1);
+		sc->key_start = sc->tok_start;
 		scope_key(&sc->top, sc->key_start, tracked);
 	} else if (sc->depth == 2 && sc->slot == S_STREAM_OPTIONS) {
 		sc->so_key = key_is(s, l, "include_usage") ? 1
 			     : key_is(s, l, "continuous_usage_stats") ? 2 : 0;
-		scope_key(&sc->so, open_quote(sc->body, consumed(sc) - 1),
+		scope_key(&sc->so, sc->tok_start,
 			  sc->so_key == 1 ? &sc->iu_cut : sc->so_key == 2 ? &sc->cus_cut : NULL);
 	} else if (sc->depth == 3 && is_items_slot(sc->slot)) {
 		sc->mkey = msg_key_of(s, l);
@@ -786,17 +789,120 @@ static int cb_end_array(void *ctx)
 	return 1;
 }
 
+/* Whether the string value about to be read is one whose text counts (the
+ * model, a content part's type), not only its length. */
+static bool string_text_wanted(const struct scan *sc)
+{
+	return (sc->depth == 1 && sc->slot == S_MODEL) ||
+	       (sc->depth == 5 && is_items_slot(sc->slot) && sc->in_content && sc->pkey == PK_TYPE);
+}
+
+/* ---- the reference reader: yajl drives the same callbacks ---- */
+
+static struct scan *yajl_at(void *ctx)
+{
+	struct scan *sc = ctx;
+
+	sc->pos = sc->base + yajl_get_bytes_consumed(sc->h);
+	return sc;
+}
+
+static int y_null(void *ctx) { return cb_null(yajl_at(ctx)); }
+static int y_boolean(void *ctx, int b) { return cb_boolean(yajl_at(ctx), b); }
+static int y_number(void *ctx, const char *s, size_t l) { return cb_number(yajl_at(ctx), s, l); }
+static int y_start_map(void *ctx) { return cb_start_map(yajl_at(ctx)); }
+static int y_end_map(void *ctx) { return cb_end_map(yajl_at(ctx)); }
+static int y_start_array(void *ctx) { return cb_start_array(yajl_at(ctx)); }
+static int y_end_array(void *ctx) { return cb_end_array(yajl_at(ctx)); }
+
+static int y_string(void *ctx, const unsigned char *s, size_t l)
+{
+	struct scan *sc = yajl_at(ctx);
+
+	if (!in_body(sc, s) && !check_escapes(sc))
+		return 0;
+	return cb_string(sc, s, l);
+}
+
+static int y_map_key(void *ctx, const unsigned char *s, size_t l)
+{
+	struct scan *sc = yajl_at(ctx);
+
+	if (!in_body(sc, s) && !check_escapes(sc))
+		return 0;
+	if (memchr(s, 0, l))
+		return fail_with(sc, "\\u0000 is not allowed in a string");
+	sc->tok_start = open_quote(sc->body, consumed(sc) - 1);
+	return cb_map_key(sc, s, l);
+}
+
 static const yajl_callbacks scan_callbacks = {
-	.yajl_null = cb_null,
-	.yajl_boolean = cb_boolean,
-	.yajl_number = cb_number,
-	.yajl_string = cb_string,
-	.yajl_start_map = cb_start_map,
-	.yajl_map_key = cb_map_key,
-	.yajl_end_map = cb_end_map,
-	.yajl_start_array = cb_start_array,
-	.yajl_end_array = cb_end_array,
+	.yajl_null = y_null,
+	.yajl_boolean = y_boolean,
+	.yajl_number = y_number,
+	.yajl_string = y_string,
+	.yajl_start_map = y_start_map,
+	.yajl_map_key = y_map_key,
+	.yajl_end_map = y_end_map,
+	.yajl_start_array = y_start_array,
+	.yajl_end_array = y_end_array,
 };
+
+/* ---- the fast reader: lib/json_tok.c drives them ---- */
+
+/* The decoded text of an escaped string (rare: keys and the few values
+ * whose text counts), in the scan's scratch buffer. */
+static const unsigned char *unescaped(struct scan *sc, const char *text,
+				      const struct fg_jt_token *t)
+{
+	size_t raw = t->end - t->start - 2;
+
+	if (raw > sc->dec_cap) {
+		char *d = fg_arena_realloc(sc->arena, sc->dec, raw);
+		if (!d)
+			return NULL;
+		sc->dec = d;
+		sc->dec_cap = raw;
+	}
+	fg_jt_unescape(text + t->start + 1, raw, sc->dec);
+	return (const unsigned char *)sc->dec;
+}
+
+static int jt_token(void *ctx, const char *text, const struct fg_jt_token *t)
+{
+	struct scan *sc = ctx;
+	const unsigned char *s;
+
+	sc->pos = t->end;
+	switch (t->kind) {
+	case FG_JT_NULL:
+		return cb_null(sc);
+	case FG_JT_TRUE:
+	case FG_JT_FALSE:
+		return cb_boolean(sc, t->kind == FG_JT_TRUE);
+	case FG_JT_NUMBER:
+		return cb_number(sc, text + t->start, t->end - t->start);
+	case FG_JT_STRING:
+	case FG_JT_KEY:
+		s = (const unsigned char *)text + t->start + 1;
+		if (t->escaped && (t->kind == FG_JT_KEY || string_text_wanted(sc)) &&
+		    !(s = unescaped(sc, text, t)))
+			return fail_with(sc, "out of memory");
+		if (t->kind == FG_JT_STRING)
+			return cb_string(sc, s, t->decoded_len);
+		sc->tok_start = t->start;
+		return cb_map_key(sc, s, t->decoded_len);
+	case FG_JT_START_MAP:
+		return cb_start_map(sc);
+	case FG_JT_END_MAP:
+		return cb_end_map(sc);
+	case FG_JT_START_ARRAY:
+		return cb_start_array(sc);
+	case FG_JT_END_ARRAY:
+		return cb_end_array(sc);
+	}
+	return 0;
+}
 /* ---- after the pass: the members' meaning ---------------------------------------- */
 
 /* An optional non-negative integer member; null counts as absent. */
@@ -1044,242 +1150,160 @@ static void scan_free(struct scan *sc)
 {
 	if (sc->h)
 		yajl_free(sc->h);
+	sc->h = NULL;
 	fg_arena_free(sc->arena, sc->keys);
 	fg_arena_free(sc->arena, sc->refs);
 	fg_arena_free(sc->arena, sc->objs);
 	fg_arena_free(sc->arena, sc->num);
+	fg_arena_free(sc->arena, sc->dec);
+	sc->keys = sc->num = sc->dec = NULL;
+	sc->refs = NULL;
+	sc->objs = NULL;
 }
 
-/* ---- reading a body as it arrives ------------------------------------------------ */
-
-/* The checks of the whole body (strict UTF-8, no \f or \v) run on each read
- * as it comes, and yajl reads only bytes that passed UTF-8; the first
- * failure of each kind is kept, and fg_request_scan_finish reports them in
- * the order a one-shot parse would meet them (UTF-8, then control
- * characters, then yajl's), so where the reads fall changes nothing. */
-struct fg_req_scan {
-	struct scan sc;
-	struct fg_arena arena;
-	struct fg_req_info info;    /* filled as the tokens go by; copied out at the end */
-	size_t utf8_done;           /* checked up to here (a sequence cut by a read waits) */
-	size_t utf8_bad;            /* first bad byte, or SIZE_MAX */
-	size_t ctl_done, first_ff, first_vt;
-	size_t fed;                 /* bytes yajl was given */
-	size_t str_done;            /* strings tracked up to here (past len after a '\\') */
-	bool in_str;                /* ... which is inside a string */
-	size_t outside;             /* the last offset known to be outside any string */
-	unsigned reads;             /* in how many calls */
-	bool stopped;               /* yajl said no (ys, err_at), or a check failed */
-	yajl_status ys;
-	size_t err_at;
-	alignas(max_align_t) char mem[ARENA_BYTES];
-};
-
-static bool scan_init(struct fg_req_scan *rs, enum fg_api api, struct fg_req_info *info)
+static void scan_reset(struct scan *sc, struct fg_arena *arena, enum fg_api api,
+		       struct fg_req_info *info)
 {
-	memset(&rs->sc, 0, sizeof(rs->sc));
-	rs->sc.api = api;
-	rs->sc.info = info;
-	rs->sc.bad_message = -1;
-	rs->sc.arena = &rs->arena;
-	rs->utf8_done = rs->ctl_done = rs->fed = rs->err_at = 0;
-	rs->str_done = rs->outside = 0;
-	rs->in_str = false;
-	rs->utf8_bad = rs->first_ff = rs->first_vt = SIZE_MAX;
-	rs->stopped = false;
-	rs->reads = 0;
-	rs->ys = yajl_status_ok;
+	memset(sc, 0, sizeof(*sc));
+	sc->api = api;
+	sc->info = info;
+	sc->bad_message = -1;
+	sc->arena = arena;
 	memset(info, 0, sizeof(*info));
-	fg_arena_init(&rs->arena, rs->mem, sizeof(rs->mem));
-	rs->sc.h = yajl_alloc(&scan_callbacks, &rs->arena.funcs, &rs->sc);
-	return rs->sc.h != NULL;
 }
 
-/* Where the body's bytes [from, len) stop being whole UTF-8 sequences: the
- * start of a multi-byte sequence the next read completes, else len. */
-static size_t whole_sequences_end(const unsigned char *p, size_t from, size_t len)
-{
-	size_t i = len;
+/* ---- the reference reader: yajl over the whole body ------------------------------ */
 
-	for (int k = 0; k < 3 && i > from; k++, i--) {
-		unsigned c = p[i - 1];
-		if (c < 0x80)
-			return len;
-		if (c >= 0xc0) {
-			size_t need = c >= 0xf0 ? 4 : c >= 0xe0 ? 3 : 2;
-			return len - (i - 1) < need ? i - 1 : len;
-		}
+/* What the body check was before lib/json_tok.c: strict UTF-8 and no \f or
+ * \v over the whole body, then yajl, each failure worded its own way. A
+ * body the fast reader does not accept is read again here (only bad bodies
+ * pay), so every refusal is worded, and placed, as it always was. */
+int fg_request_parse_reference(enum fg_api api, const char *body, size_t len,
+			       struct fg_req_info *info, char *msg, size_t msglen, const char **param)
+{
+	alignas(max_align_t) char mem[ARENA_BYTES];
+	struct fg_arena arena;
+	struct scan sc;
+	int rc = -1;
+
+	*param = NULL;
+	fg_arena_init(&arena, mem, sizeof(mem));
+	scan_reset(&sc, &arena, api, info);
+	sc.body = body;
+	sc.len = len;
+	if (!len) {
+		snprintf(msg, msglen, "the request body is empty; expected a JSON object");
+		goto out;
 	}
-	return len;
-}
-
-static void scan_yajl(struct fg_req_scan *rs, size_t to)
-{
-	struct scan *sc = &rs->sc;
-
-	if (rs->stopped || to <= rs->fed)
-		return;
-	sc->base = rs->fed;
-	rs->reads++;
-	yajl_status ys = yajl_parse(sc->h, (const unsigned char *)sc->body + rs->fed, to - rs->fed);
-	if (ys != yajl_status_ok) {
-		rs->stopped = true;
-		rs->ys = ys;
-		rs->err_at = consumed(sc);
-	}
-	rs->fed = to;
-}
-
-/* Follow strings over the new bytes (memchr for quotes and backslashes) to
- * know where yajl may be stopped: yajl re-lexes a token cut by a read from
- * its start on every later read, so a 1 MiB prompt fed in reads would be
- * lexed many times over. Fed only up to the last point outside a string,
- * it sees each string whole. */
-static void track_strings(struct fg_req_scan *rs, const char *b, size_t len)
-{
-	size_t i = rs->str_done, quote = SIZE_MAX;
-
-	while (i < len) {
-		if (!rs->in_str) {
-			const char *q = memchr(b + i, '"', len - i);
-			if (!q) {
-				i = rs->outside = len;
-				break;
-			}
-			rs->outside = (size_t)(q - b);
-			i = rs->outside + 1;
-			rs->in_str = true;
-			quote = SIZE_MAX;
-			continue;
-		}
-		if (quote == SIZE_MAX || quote < i) {
-			const char *q = memchr(b + i, '"', len - i);
-			quote = q ? (size_t)(q - b) : len;
-		}
-		const char *e = memchr(b + i, '\\', quote - i);
-		if (e) {
-			i = (size_t)(e - b) + 2; /* the escaped byte, whatever it is */
-			continue;
-		}
-		if (quote == len) {
-			i = len;
-			break;
-		}
-		i = rs->outside = quote + 1;
-		rs->in_str = false;
-	}
-	rs->str_done = i;
-}
-
-/* body: all of it so far (len bytes), of which what is past the last call is new. */
-static void scan_feed(struct fg_req_scan *rs, const char *body, size_t len, bool last)
-{
-	const unsigned char *u = (const unsigned char *)body;
-
-	rs->sc.body = body;
-	rs->sc.len = len;
-	if (rs->utf8_bad == SIZE_MAX && rs->utf8_done < len) {
-		size_t to = last ? len : whole_sequences_end(u, rs->utf8_done, len);
-		size_t bad = rs->utf8_done + utf8_bad_at(u + rs->utf8_done, to - rs->utf8_done);
-		if (bad < to)
-			rs->utf8_bad = bad, rs->stopped = true;
-		else
-			rs->utf8_done = to;
+	size_t bad = utf8_bad_at((const unsigned char *)body, len);
+	if (bad < len) {
+		snprintf(msg, msglen, "the request body is not valid JSON: %s at offset %zu",
+			 body[bad] ? "invalid UTF-8" : "NUL byte", bad);
+		goto out;
 	}
 	/* yajl takes \v and \f for whitespace; JSON has neither, and inside a
 	 * string any raw control character is refused anyway */
-	if (rs->ctl_done < len) {
-		const char *ff = rs->first_ff == SIZE_MAX ?
-			memchr(body + rs->ctl_done, '\f', len - rs->ctl_done) : NULL;
-		const char *vt = rs->first_vt == SIZE_MAX ?
-			memchr(body + rs->ctl_done, '\v', len - rs->ctl_done) : NULL;
-		if (ff)
-			rs->first_ff = (size_t)(ff - body), rs->stopped = true;
-		if (vt)
-			rs->first_vt = (size_t)(vt - body), rs->stopped = true;
-		rs->ctl_done = len;
+	const char *ctl = memchr(body, '\f', len);
+	if (!ctl)
+		ctl = memchr(body, '\v', len);
+	if (ctl) {
+		snprintf(msg, msglen,
+			 "the request body is not valid JSON: control character 0x%02x at offset %zu",
+			 *ctl, (size_t)(ctl - body));
+		goto out;
 	}
-	if (last) {
-		scan_yajl(rs, rs->utf8_done);
+	if (!(sc.h = yajl_alloc(&scan_callbacks, &arena.funcs, &sc))) {
+		snprintf(msg, msglen, "out of memory while reading the request");
+		goto out;
+	}
+	yajl_status ys = yajl_parse(sc.h, (const unsigned char *)body, len);
+	size_t at = yajl_get_bytes_consumed(sc.h);
+	if (ys == yajl_status_ok)
+		ys = yajl_complete_parse(sc.h), at = len;
+	if (ys != yajl_status_ok) {
+		if (sc.err) {
+			snprintf(msg, msglen, "the request body is not valid JSON: %s (near offset %zu)",
+				 sc.err, at);
+		} else {
+			unsigned char *e = yajl_get_error(sc.h, 0, NULL, 0);
+			const char *text = e ? (const char *)e : "parse error";
+			int tl = (int)strcspn(text, "\n");
+			snprintf(msg, msglen, "the request body is not valid JSON: %.*s (near offset %zu)",
+				 tl, text, at);
+			if (e)
+				yajl_free_error(sc.h, e);
+		}
+		goto out;
+	}
+	/* yajl lets an unfinished token after the value pass at EOF */
+	if (!sc.not_object && !all_space(body + sc.top_end, len - sc.top_end)) {
+		snprintf(msg, msglen, "the request body is not valid JSON: trailing garbage (near offset %zu)",
+			 sc.top_end);
+		goto out;
+	}
+	rc = interpret(&sc, api, msg, msglen, param);
+out:
+	scan_free(&sc);
+	if (rc)
+		memset(info, 0, sizeof(*info));
+	return rc;
+}
+
+/* ---- the fast reader, read by read ------------------------------------------------ */
+
+/* lib/json_tok.c reads each byte once as it arrives (a token cut by a read
+ * is carried on) and drives the callbacks above; whatever it or they refuse
+ * goes to the reference reader at the end, for its words. What it accepts
+ * the reference accepts with the same fg_req_info (test_request_scan and
+ * fuzz_request_json hold them to it), so where the reads fall changes
+ * nothing. */
+struct fg_req_scan {
+	struct scan sc;
+	struct fg_jt jt;
+	bool failed;                /* the tokenizer or a callback said no */
+	struct fg_arena arena;
+	struct fg_req_info info;    /* filled as the tokens go by; copied out at the end */
+	alignas(max_align_t) char mem[ARENA_BYTES];
+};
+
+static void scan_init(struct fg_req_scan *rs, enum fg_api api, struct fg_req_info *info)
+{
+	fg_arena_init(&rs->arena, rs->mem, sizeof(rs->mem));
+	scan_reset(&rs->sc, &rs->arena, api, info);
+	fg_jt_init(&rs->jt);
+	rs->failed = false;
+}
+
+/* body: all of it so far (len bytes), of which what is past the last call is new. */
+static void scan_feed(struct fg_req_scan *rs, const char *body, size_t len)
+{
+	if (rs->failed)
 		return;
-	}
-	track_strings(rs, body, len);
-	scan_yajl(rs, rs->outside < rs->utf8_done ? rs->outside : rs->utf8_done);
+	rs->sc.body = body;
+	rs->sc.len = len;
+	if (fg_jt_feed(&rs->jt, body, len, jt_token, &rs->sc) < 0)
+		rs->failed = true;
 }
 
 static int scan_finish(struct fg_req_scan *rs, const char *body, size_t len, char *msg,
 		       size_t msglen, const char **param)
 {
 	struct scan *sc = &rs->sc;
-	struct fg_req_info *info = sc->info;
-	int rc = -1;
+	int rc;
 
 	*param = NULL;
-	if (!sc->h) {
-		snprintf(msg, msglen, "out of memory while reading the request");
-		goto out;
-	}
-	scan_feed(rs, body, len, true);
-	if (!len) {
-		snprintf(msg, msglen, "the request body is empty; expected a JSON object");
-		goto out;
-	}
-	if (rs->utf8_bad != SIZE_MAX) {
-		size_t bad = rs->utf8_bad;
-		snprintf(msg, msglen, "the request body is not valid JSON: %s at offset %zu",
-			 body[bad] ? "invalid UTF-8" : "NUL byte", bad);
-		goto out;
-	}
-	size_t ctl = rs->first_ff != SIZE_MAX ? rs->first_ff : rs->first_vt;
-	if (ctl != SIZE_MAX) {
-		snprintf(msg, msglen,
-			 "the request body is not valid JSON: control character 0x%02x at offset %zu",
-			 body[ctl], ctl);
-		goto out;
-	}
-	yajl_status ys = rs->ys;
-	size_t at = rs->err_at;
-	if (!rs->stopped)
-		ys = yajl_complete_parse(sc->h), at = len;
-	if (ys != yajl_status_ok && rs->reads > 1) {
-		/* yajl's offset for a grammar error depends on where its reads
-		 * fell (a token cut by a read is reported a byte further on): a
-		 * body read in pieces that turns out bad is read again in one, so
-		 * that its client gets the one-shot parse's message. Only bad
-		 * bodies pay the second pass. */
-		struct fg_req_scan again;
+	sc->body = body;
+	sc->len = len;
+	/* a value that is not an object is refused either way: the reference words it */
+	if (rs->failed || fg_jt_finish(&rs->jt, body, len, jt_token, sc) != FG_JT_DONE ||
+	    sc->not_object) {
 		scan_free(sc);
-		sc->h = NULL;
-		scan_init(&again, sc->api, info);
-		return scan_finish(&again, body, len, msg, msglen, param);
-	}
-	if (ys != yajl_status_ok) {
-		if (sc->err) {
-			snprintf(msg, msglen, "the request body is not valid JSON: %s (near offset %zu)",
-				 sc->err, at);
-		} else {
-			unsigned char *e = yajl_get_error(sc->h, 0, NULL, 0);
-			const char *text = e ? (const char *)e : "parse error";
-			int tl = (int)strcspn(text, "\n");
-			snprintf(msg, msglen, "the request body is not valid JSON: %.*s (near offset %zu)",
-				 tl, text, at);
-			if (e)
-				yajl_free_error(sc->h, e);
-		}
-		goto out;
-	}
-	/* yajl lets an unfinished token after the value pass at EOF */
-	if (!sc->not_object && !all_space(body + sc->top_end, len - sc->top_end)) {
-		snprintf(msg, msglen, "the request body is not valid JSON: trailing garbage (near offset %zu)",
-			 sc->top_end);
-		goto out;
+		return fg_request_parse_reference(sc->api, body, len, sc->info, msg, msglen, param);
 	}
 	rc = interpret(sc, sc->api, msg, msglen, param);
-out:
 	scan_free(sc);
-	sc->h = NULL;
 	if (rc)
-		memset(info, 0, sizeof(*info));
+		memset(sc->info, 0, sizeof(*sc->info));
 	return rc;
 }
 
@@ -1296,10 +1320,8 @@ struct fg_req_scan *fg_request_scan_new(enum fg_api api)
 {
 	struct fg_req_scan *rs = malloc(sizeof(*rs));
 
-	if (rs && !scan_init(rs, api, &rs->info)) {
-		free(rs);
-		rs = NULL;
-	}
+	if (rs)
+		scan_init(rs, api, &rs->info);
 	return rs;
 }
 
@@ -1310,7 +1332,7 @@ enum fg_api fg_request_scan_api(const struct fg_req_scan *rs)
 
 void fg_request_scan_feed(struct fg_req_scan *rs, const char *body, size_t len)
 {
-	scan_feed(rs, body, len, false);
+	scan_feed(rs, body, len);
 }
 
 int fg_request_scan_finish(struct fg_req_scan *rs, const char *body, size_t len,
@@ -1327,8 +1349,7 @@ void fg_request_scan_free(struct fg_req_scan *rs)
 {
 	if (!rs)
 		return;
-	if (rs->sc.h)
-		scan_free(&rs->sc);
+	scan_free(&rs->sc);
 	free(rs);
 }
 
@@ -1395,8 +1416,39 @@ static size_t put_member(char *out, size_t o, const char *key, uint64_t v)
 	return o;
 }
 
-char *fg_request_forward_body(const struct fg_req_info *info, const char *body, size_t len,
-			      const struct fg_rewrite *rw, size_t *out_len)
+/* The parts of body[from, to) left by the cuts (sorted, possibly
+ * overlapping), as ranges; returns their count (at most n + 1). */
+static uint32_t parts_less(struct fg_body_part *out, size_t from, size_t to, const struct cut *c,
+			   int n)
+{
+	uint32_t k = 0;
+	size_t at = from;
+
+	for (int i = 0; i < n; i++) {
+		if (c[i].to <= at)
+			continue;
+		if (c[i].from > at)
+			out[k++] = (struct fg_body_part){ at, c[i].from };
+		at = c[i].to;
+	}
+	if (to > at)
+		out[k++] = (struct fg_body_part){ at, to };
+	return k;
+}
+
+static const char usage_opts[] =
+	"\"stream_options\":{\"include_usage\":true,\"continuous_usage_stats\":true";
+
+size_t fg_request_forward_head_room(const struct fg_req_info *info, size_t salt_len)
+{
+	const struct fg_req_member *so = &info->stream_options;
+	size_t so_inner = so->present && so->is_object ? so->close - so->open - 1 : 0;
+
+	return 1 + (14 + salt_len + 2) + 24 + (sizeof(usage_opts) + 1 + so_inner + 2) + 3 * 48 + 1;
+}
+
+int fg_request_forward(const struct fg_req_info *info, const char *body, size_t len,
+		       const struct fg_rewrite *rw, struct fg_fwd_body *fwd)
 {
 	const struct fg_req_member *so = &info->stream_options;
 	bool carry_so = rw->force_usage && so->present;
@@ -1425,14 +1477,11 @@ char *fg_request_forward_body(const struct fg_req_info *info, const char *body, 
 
 	/* the client's other stream_options members, carried into ours */
 	size_t so_inner = carry_so && so->is_object ? so->close - so->open - 1 : 0;
-	static const char usage_opts[] =
-		"\"stream_options\":{\"include_usage\":true,\"continuous_usage_stats\":true";
 	size_t salt_len = rw->cache_salt ? strlen(rw->cache_salt) : 0;
-	size_t room = 1 + (14 + salt_len + 2) + 24 + (sizeof(usage_opts) + 1 + so_inner + 2) +
-		      3 * 48 + len + 1;
-	char *out = malloc(room);
+	char *out = malloc(fg_request_forward_head_room(info, salt_len));
+	memset(fwd, 0, sizeof(*fwd));
 	if (!out)
-		return NULL;
+		return -1;
 	size_t o = 0;
 	out[o++] = '{';
 	if (rw->cache_salt) {
@@ -1474,9 +1523,41 @@ char *fg_request_forward_body(const struct fg_req_info *info, const char *body, 
 	}
 	if (!others && o > 1)
 		o--; /* the client's object keeps no member: no comma after ours */
-	o += copy_less(out + o, body, info->brace + 1, len, cuts, n);
 	out[o] = 0;
-	*out_len = o;
+	fwd->head = out;
+	fwd->head_len = o;
+	fwd->n = parts_less(fwd->part, info->brace + 1, len, cuts, n);
+	fwd->len = o;
+	for (uint32_t k = 0; k < fwd->n; k++)
+		fwd->len += fwd->part[k].to - fwd->part[k].from;
+	return 0;
+}
+
+void fg_fwd_body_free(struct fg_fwd_body *fwd)
+{
+	free(fwd->head);
+	memset(fwd, 0, sizeof(*fwd));
+}
+
+char *fg_request_forward_body(const struct fg_req_info *info, const char *body, size_t len,
+			      const struct fg_rewrite *rw, size_t *out_len)
+{
+	struct fg_fwd_body fwd;
+
+	if (fg_request_forward(info, body, len, rw, &fwd))
+		return NULL;
+	char *out = malloc(fwd.len + 1);
+	if (out) {
+		size_t o = fwd.head_len;
+		memcpy(out, fwd.head, o);
+		for (uint32_t k = 0; k < fwd.n; k++) {
+			memcpy(out + o, body + fwd.part[k].from, fwd.part[k].to - fwd.part[k].from);
+			o += fwd.part[k].to - fwd.part[k].from;
+		}
+		out[o] = 0;
+		*out_len = o;
+	}
+	fg_fwd_body_free(&fwd);
 	return out;
 }
 

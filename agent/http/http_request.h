@@ -66,7 +66,7 @@ struct fg_req_info {
 	struct fg_span tok[FG_TM_N];
 };
 
-/* Parse and validate a body in one streaming pass (yajl): well-formed JSON
+/* Parse and validate a body in one streaming pass (lib/json_tok.c): well-formed JSON
  * in strict UTF-8 without NUL (raw or \u0000), lone surrogates, numbers
  * out of range, nesting deeper than 2048 or duplicate keys at any depth,
  * whose top level is an object with the members of `api` well typed.
@@ -76,6 +76,14 @@ struct fg_req_info {
  * the layout the rewrite needs are recorded in `info`. */
 int fg_request_parse(enum fg_api api, const char *body, size_t len, struct fg_req_info *info,
 		     char *msg, size_t msglen, const char **param);
+
+/* The same check by the reference reader (yajl, a separate strict-UTF-8
+ * pass): what fg_request_parse was before its own tokenizer, and what
+ * words its refusals (a body the tokenizer refuses is read again by it).
+ * For every body both return the same, fill the same fg_req_info and say
+ * the same (test_request_scan and fuzz_request_json compare them). */
+int fg_request_parse_reference(enum fg_api api, const char *body, size_t len,
+			       struct fg_req_info *info, char *msg, size_t msglen, const char **param);
 
 /* The same check over a body read piece by piece, so that each read costs
  * only its own bytes and the end of the body costs nothing more:
@@ -109,14 +117,38 @@ struct fg_rewrite {
 	uint64_t max_tokens;       /* > 0: the output cap, written the way info->api names it */
 };
 
-/* The body to forward (malloc'd, NUL-terminated, *out_len bytes) for a body
- * fg_request_parse accepted into `info`: the new members are spliced in
- * after the opening brace and the client's bytes follow untouched, less
- * any member the rewrite owns (a client's cache_salt and priority; its
- * output caps when one is written; with forced usage, its stream_options,
- * whose other members are carried into the new one). Duplicate keys were
- * refused at parse, so nothing can shadow the spliced members. NULL when
- * out of memory. */
+/* The body to forward for a body fg_request_parse accepted into `info`:
+ * the new members are spliced in after the opening brace and the client's
+ * bytes follow untouched, less any member the rewrite owns (a client's
+ * cache_salt and priority; its output caps when one is written; with
+ * forced usage, its stream_options, whose other members are carried into
+ * the new one). Duplicate keys were refused at parse, so nothing can
+ * shadow the spliced members. Only what changes is copied: `head` (the
+ * brace and the spliced members) is made, the client's bytes that follow
+ * are ranges of its body, sent from where they are (writev). */
+#define FG_FWD_PARTS 7 /* one more than the members a rewrite can cut */
+struct fg_body_part {
+	size_t from, to;
+};
+struct fg_fwd_body {
+	char *head;                /* malloc'd, NUL-terminated; NULL: nothing rewritten */
+	size_t head_len;
+	uint32_t n;
+	struct fg_body_part part[FG_FWD_PARTS]; /* then body[from, to) of each */
+	size_t len;                /* the whole forwarded body */
+};
+
+/* 0, or -1 when out of memory (fwd then holds nothing). */
+int fg_request_forward(const struct fg_req_info *info, const char *body, size_t len,
+		       const struct fg_rewrite *rw, struct fg_fwd_body *fwd);
+void fg_fwd_body_free(struct fg_fwd_body *fwd);
+
+/* The most fg_request_forward's head can take for this body with a salt of
+ * salt_len bytes (what the buffered-bytes budget holds for it). */
+size_t fg_request_forward_head_room(const struct fg_req_info *info, size_t salt_len);
+
+/* The same body in one buffer (malloc'd, NUL-terminated, *out_len bytes),
+ * for the tests and benches; NULL when out of memory. */
 char *fg_request_forward_body(const struct fg_req_info *info, const char *body, size_t len,
 			      const struct fg_rewrite *rw, size_t *out_len);
 

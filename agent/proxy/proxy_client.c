@@ -258,7 +258,7 @@ void fg_client_account(struct fg_client *c)
 {
 	const struct fg_exchange *x = c->x;
 	uint64_t held = fg_buf_used(&c->out) +
-			(x ? fg_buf_used(&x->resp_copy) + (x->fwd_body ? x->fwd_len : 0) : 0);
+			(x ? fg_buf_used(&x->resp_copy) + x->fwd.head_len : 0);
 
 	c->px->buffered = c->px->buffered - c->held + held;
 	c->held = held;
@@ -278,7 +278,7 @@ static void exchange_reset(struct fg_client *c)
 	fg_tokenize_cancel(x->tok); /* the client left while its prompt was counted */
 	if (x->tenant)
 		fg_tenant_unref(&c->px->tenants, x->tenant);
-	free(x->fwd_body);
+	fg_fwd_body_free(&x->fwd);
 	fg_request_scan_free(x->scan);
 	fg_sse_free(&x->sse_state);
 	c->px->buffered -= x->body_held;
@@ -291,22 +291,18 @@ static void exchange_reset(struct fg_client *c)
 	fg_client_account(c);
 }
 
-/* The request body is no longer needed once its rewritten copy exists, and
- * neither is once the engine answers (no retry after its first byte): they
- * go, with their share of the budget. */
+/* The request body (what is sent of it: the rewrite's ranges point into
+ * it) is no longer needed once the engine answers (no retry after its
+ * first byte): it goes, with its share of the budget. */
 void fg_client_drop_body(struct fg_client *c, bool forwarded_too)
 {
 	struct fg_exchange *x = c->x;
 
-	if (forwarded_too || x->fwd_body) {
+	if (forwarded_too) {
 		c->px->buffered -= x->body_held;
 		x->body_held = 0;
 		fg_buf_free(&x->body);
-	}
-	if (forwarded_too) {
-		free(x->fwd_body);
-		x->fwd_body = NULL;
-		x->fwd_len = 0;
+		fg_fwd_body_free(&x->fwd);
 	}
 	fg_client_account(c);
 }
@@ -810,9 +806,8 @@ static bool rewrite_body(struct fg_client *c)
 		return true; /* not JSON (a passthrough's own format): forwarded as it is */
 	if (salted && !t->salt[0])
 		return false;
-	x->fwd_body = fg_request_forward_body(&x->info, fg_buf_head(&x->body), fg_buf_used(&x->body),
-					      &rw, &x->fwd_len);
-	return x->fwd_body != NULL;
+	return !fg_request_forward(&x->info, fg_buf_head(&x->body), fg_buf_used(&x->body), &rw,
+				   &x->fwd);
 }
 
 /* A content part the policy cannot price: refused before the engine. */
@@ -848,8 +843,9 @@ static bool admit_and_go(struct fg_client *c)
 	struct fg_exchange *x = c->x;
 	uint64_t t0 = fg_now_ns();
 
-	/* the rewritten copy is about one more body: it is held too */
-	if (x->json_body && px->buffered + fg_buf_used(&x->body) > px->max_buffered) {
+	/* the rewrite's head is held too (the body itself is sent from where it is) */
+	if (x->json_body &&
+	    px->buffered + fg_request_forward_head_room(&x->info, FG_SALT_MAX) > px->max_buffered) {
 		over_budget(c, true);
 		return false;
 	}
@@ -860,7 +856,7 @@ static bool admit_and_go(struct fg_client *c)
 				"could not prepare the request for the engine", NULL);
 		return false;
 	}
-	fg_client_drop_body(c, false); /* the rewritten copy is what is sent */
+	fg_client_account(c); /* the rewrite's head is held now */
 	fg_metrics_observe_decision(&px->metrics, fg_now_ns() - t0);
 	c->state = CL_ADMITTED;
 	if (!x->long_ctx)

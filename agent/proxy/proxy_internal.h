@@ -95,8 +95,8 @@ struct fg_exchange {
 	bool reserved;            /* gwr is live in the gateway until settled */
 	bool long_ctx;            /* goes to the long-context pool */
 	bool json_body;           /* the body parsed: the rewrite applies to it */
-	char *fwd_body;           /* rewritten JSON (malloc), or NULL: send body */
-	size_t fwd_len;
+	struct fg_fwd_body fwd;   /* the rewrite: its head and the ranges of body after it
+				   * (fwd.head NULL: send body as it is) */
 
 	struct fg_upstream *up;
 	bool retried;

@@ -211,7 +211,7 @@ static int build_request(struct fg_client *c, struct fg_upstream *u)
 	struct fg_exchange *x = c->x;
 	const struct fg_hdrs *h = &x->hdrs;
 	struct fg_buf *o = &u->out;
-	size_t body_len = x->fwd_body ? x->fwd_len : fg_buf_used(&x->body);
+	size_t body_len = x->fwd.head ? x->fwd.len : fg_buf_used(&x->body);
 	bool has_host = false;
 	int rc = 0;
 
@@ -251,22 +251,45 @@ static int build_request(struct fg_client *c, struct fg_upstream *u)
 	return rc ? -1 : 0;
 }
 
+/* What is left of the body from `sent` on, as iovecs: the rewrite's head
+ * and the client's bytes from where they are, or the body as it came. */
+static int body_iov(const struct fg_exchange *x, size_t sent, struct iovec *iov)
+{
+	char *b = (char *)fg_buf_head(&x->body);
+	struct iovec all[1 + FG_FWD_PARTS];
+	int n = 0, m = 0;
+
+	if (x->fwd.head) {
+		all[n++] = (struct iovec){ x->fwd.head, x->fwd.head_len };
+		for (uint32_t k = 0; k < x->fwd.n; k++)
+			all[n++] = (struct iovec){ b + x->fwd.part[k].from,
+						   x->fwd.part[k].to - x->fwd.part[k].from };
+	} else {
+		all[n++] = (struct iovec){ b, fg_buf_used(&x->body) };
+	}
+	for (int i = 0; i < n; i++) {
+		if (sent >= all[i].iov_len) {
+			sent -= all[i].iov_len;
+			continue;
+		}
+		iov[m++] = (struct iovec){ (char *)all[i].iov_base + sent, all[i].iov_len - sent };
+		sent = 0;
+	}
+	return m;
+}
+
 /* Send what is left of head + body; 1 = done, 0 = later, -1 = failed. */
 static int upstream_send(struct fg_upstream *u)
 {
 	struct fg_exchange *x = u->client->x;
-	const char *body = x->fwd_body ? x->fwd_body : fg_buf_head(&x->body);
-	size_t body_len = x->fwd_body ? x->fwd_len : fg_buf_used(&x->body);
 
 	for (;;) {
 		size_t head_left = fg_buf_used(&u->out);
-		size_t body_sent = u->body_sent;
-		struct iovec iov[2];
+		struct iovec iov[2 + FG_FWD_PARTS];
 		int n = 0;
 		if (head_left)
 			iov[n++] = (struct iovec){ fg_buf_head(&u->out), head_left };
-		if (body_sent < body_len)
-			iov[n++] = (struct iovec){ (char *)body + body_sent, body_len - body_sent };
+		n += body_iov(x, u->body_sent, iov + n);
 		if (!n) {
 			set_events(u, EPOLLIN | EPOLLRDHUP);
 			return 1;

@@ -6,7 +6,9 @@
  * forced usage, priority, an output cap); the rest is the body. Invariants: a
  * refusal has a message and goes out as an OpenAI error (whatever bytes
  * the message quotes); the body read in pieces (fg_request_scan_*, cut
- * anywhere) gets exactly the one-shot parse's answer; the agent's streaming validator and a full jansson
+ * anywhere) and read in one get exactly the reference reader's answer
+ * (yajl: fg_request_parse_reference); the tokenizer alone accepts the
+ * JSON texts jansson accepts; the agent's streaming validator and a full jansson
  * parse (with duplicate keys refused) agree on which bodies are JSON
  * objects; an accepted body is priced with finite,
  * non-negative numbers; the forwarded body is one JSON object without
@@ -24,6 +26,7 @@
 
 #include "agent/http/http_errors.h"
 #include "agent/http/http_request.h"
+#include "lib/json_tok.h"
 #include "policy/cost_model.h"
 #include "policy/policy.h"
 #include "policy/pricing.h"
@@ -174,6 +177,12 @@ static void check_forward(const struct fg_req_info *info, const json_t *client, 
 	json_decref(out);
 }
 
+static int count_token(void *ctx, const char *text, const struct fg_jt_token *t)
+{
+	(void)ctx, (void)text, (void)t;
+	return 1;
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	static const enum fg_api apis[] = { FG_API_CHAT, FG_API_COMPLETIONS, FG_API_EMBEDDINGS,
@@ -205,6 +214,24 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	FUZZ_CHECK(scan_diff(api, body, size, 64, 2, ((uint64_t)opt2 << 8 | opt) + size, why,
 			     sizeof(why)),
 		   "the body read in pieces differs from one read: %s", why);
+	/* the tokenizer alone (lib/json_tok.c) accepts exactly the JSON texts
+	 * jansson does, but for the rules the reader adds (numbers' range,
+	 * depth); jansson takes a NUL byte for the end of the text */
+	if (!memchr(body, 0, size)) {
+		json_error_t jerr;
+		json_t *any = json_loadb(body, size, JSON_DECODE_ANY, &jerr);
+		struct fg_jt jt;
+		fg_jt_init(&jt);
+		enum fg_jt_status st = fg_jt_feed(&jt, body, size, count_token, NULL);
+		if (st == FG_JT_MORE)
+			st = fg_jt_finish(&jt, body, size, count_token, NULL);
+		FUZZ_CHECK(!any || st == FG_JT_DONE, "jansson accepts, the tokenizer refuses at %zu",
+			   jt.err_at);
+		FUZZ_CHECK(any || st != FG_JT_DONE || strstr(jerr.text, "too big") ||
+				   strstr(jerr.text, "overflow") || strstr(jerr.text, "depth"),
+			   "the tokenizer accepts, jansson refuses: %s", jerr.text);
+		json_decref(any);
+	}
 	/* the oracle: one definition of a valid body, jansson's tree */
 	json_t *client = json_loadb(body, size, JSON_REJECT_DUPLICATES, NULL);
 	if (client && json_is_object(client) && !memchr(body, 0, size))

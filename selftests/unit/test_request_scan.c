@@ -86,6 +86,34 @@ static void awkward_cuts(void **state)
 		"123",
 		"",
 		"   ",
+		/* what the tokenizer decodes itself: escaped keys (a duplicate
+		 * by escape), an escaped model and part type, escaped texts */
+		"{\"model\":\"m\",\"prompt\":\"x\",\"\\u006dodel\":\"n\"}",
+		"{\"mod\\u0065l\":\"m\\u00e9\\/x\",\"pr\\u006fmpt\":\"\\ud83d\\ude00\\n\",\"max_tokens\":3}",
+		"{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"image\\u005furl\",\"image_url\":{\"url\":\"d\\u0061ta\"}},{\"t\\u0079pe\":\"text\",\"text\":\"a\\tb\\u20ac\"}]}]}",
+		"{\"a\\u0000\":1,\"prompt\":\"x\"}",
+		"{\"prompt\":\"\\uDC00\"}",
+		"{\"prompt\":\"\\uD800\\u0041\"}",
+		"{\"prompt\":\"\\q\"}",
+		/* numbers, literals and whitespace the tokenizer must end right */
+		"{\"prompt\":\"x\",\"max_tokens\":-0,\"n\":1.0,\"best_of\":1e0,\"stream\":false}",
+		"{\"prompt\":\"x\",\"max_tokens\":01}",
+		"{\"prompt\":\"x\",\"max_tokens\":1.}",
+		"{\"prompt\":\"x\",\"max_tokens\":-}",
+		"{\"prompt\":\"x\",\"max_tokens\":2e+}",
+		"{\"prompt\":\"x\",\"stream\":tru}",
+		"{\"prompt\":\"x\",\"stream\":nulll}",
+		" \t\r\n{ \"prompt\" :\n\"x\" , \"max_tokens\"\t:\r7 }\n",
+		"{\"prompt\":\"x\",}",
+		"{\"prompt\":\"x\"]",
+		"{\"prompt\":[\"a\",\"b\",[1,2],[3]],\"max_tokens\":4}",
+		/* raw bytes: an overlong, a surrogate, past U+10FFFF, a control byte */
+		"{\"prompt\":\"\xc0\x80\"}",
+		"{\"prompt\":\"\xed\xa0\x80\"}",
+		"{\"prompt\":\"\xf4\x90\x80\x80\"}",
+		"{\"prompt\":\"a\x01\"}",
+		"{\"prompt\":\"\x7f\xef\xbf\xbf\xf4\x8f\xbf\xbf\"}",
+		"\xef\xbb\xbf{\"prompt\":\"x\"}",
 	};
 	for (size_t i = 0; i < sizeof(bodies) / sizeof(bodies[0]); i++)
 		check_all_apis(bodies[i], bodies[i], strlen(bodies[i]));
@@ -123,6 +151,24 @@ static void large_body_in_reads(void **state)
 	free(b);
 }
 
+/* Nesting at the reader's limit (2048) and past it, in reads. */
+static void deep_nesting(void **state)
+{
+	(void)state;
+	for (size_t depth = 2046; depth <= 2050; depth++) {
+		const char *head = "{\"prompt\":\"x\",\"other\":", *tail = "}";
+		size_t hl = strlen(head), len = hl + 2 * depth + 1;
+		char *b = malloc(len + 1), why[1024];
+		memcpy(b, head, hl);
+		memset(b + hl, '[', depth);
+		memset(b + hl + depth, ']', depth);
+		memcpy(b + hl + 2 * depth, tail, 1);
+		if (!scan_diff(FG_API_COMPLETIONS, b, len, 0, 4, depth, why, sizeof(why)))
+			fail_msg("depth %zu: %s", depth, why);
+		free(b);
+	}
+}
+
 static void dropped_unfinished(void **state)
 {
 	(void)state;
@@ -141,6 +187,7 @@ int main(void)
 		cmocka_unit_test(fuzz_corpus_in_pieces),
 		cmocka_unit_test(awkward_cuts),
 		cmocka_unit_test(large_body_in_reads),
+		cmocka_unit_test(deep_nesting),
 		cmocka_unit_test(dropped_unfinished),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
