@@ -340,14 +340,8 @@ static enum fg_jt_status run(struct fg_jt *j, const char *text, size_t len, bool
 					continue;
 				}
 				/* a UTF-8 lead byte: its length and the range of its second byte */
-				unsigned lo = 0x80, hi = 0xbf, n;
-				if (c >= 0xc2 && c <= 0xdf)
-					n = 1;
-				else if (c >= 0xe0 && c <= 0xef)
-					n = 2, lo = c == 0xe0 ? 0xa0 : 0x80, hi = c == 0xed ? 0x9f : 0xbf;
-				else if (c >= 0xf0 && c <= 0xf4)
-					n = 3, lo = c == 0xf0 ? 0x90 : 0x80, hi = c == 0xf4 ? 0x8f : 0xbf;
-				else
+				unsigned lo, hi, n = fg_utf8_lead(c, &lo, &hi);
+				if (!n)
 					FAIL(i);
 				if (i + n < len) { /* whole here: checked at once */
 					if (s[i + 1] < lo || s[i + 1] > hi)

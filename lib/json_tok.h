@@ -67,4 +67,23 @@ enum fg_jt_status fg_jt_finish(struct fg_jt *j, const char *text, size_t len, fg
  * decoding never lengthens); returns their count. */
 size_t fg_jt_unescape(const char *raw, size_t rawlen, char *out);
 
+/* A UTF-8 lead byte's rule (RFC 3629, no overlongs, no surrogates, nothing
+ * past U+10FFFF): how many continuation bytes follow it, 0 when it is no
+ * lead, and the range [*lo, *hi] the first of them must be in. */
+static inline unsigned fg_utf8_lead(unsigned c, unsigned *lo, unsigned *hi)
+{
+	*lo = 0x80, *hi = 0xbf;
+	if (c >= 0xc2 && c <= 0xdf)
+		return 1;
+	if (c >= 0xe0 && c <= 0xef) {
+		*lo = c == 0xe0 ? 0xa0 : 0x80, *hi = c == 0xed ? 0x9f : 0xbf;
+		return 2;
+	}
+	if (c >= 0xf0 && c <= 0xf4) {
+		*lo = c == 0xf0 ? 0x90 : 0x80, *hi = c == 0xf4 ? 0x8f : 0xbf;
+		return 3;
+	}
+	return 0;
+}
+
 #endif

@@ -58,15 +58,9 @@ static size_t utf8_bad_at(const unsigned char *p, size_t len)
 			i++;
 			continue;
 		}
-		unsigned lo = 0x80, hi = 0xbf;
-		size_t n;
-		if (c >= 0xc2 && c <= 0xdf)
-			n = 1;
-		else if (c >= 0xe0 && c <= 0xef)
-			n = 2, lo = c == 0xe0 ? 0xa0 : 0x80, hi = c == 0xed ? 0x9f : 0xbf;
-		else if (c >= 0xf0 && c <= 0xf4)
-			n = 3, lo = c == 0xf0 ? 0x90 : 0x80, hi = c == 0xf4 ? 0x8f : 0xbf;
-		else
+		unsigned lo, hi;
+		size_t n = fg_utf8_lead(c, &lo, &hi);
+		if (!n)
 			return i; /* NUL, a continuation byte, C0/C1, F5.. */
 		if (i + n >= len || p[i + 1] < lo || p[i + 1] > hi)
 			return i;
