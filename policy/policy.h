@@ -255,6 +255,9 @@ void fg_policy_release(struct fg_policy *p);
 void fg_policy_free(struct fg_policy *p);
 int fg_policy_copy(struct fg_policy *dst, const struct fg_policy *src);
 
+/* A tenant name's hash (FNV-1a), for the open-addressing indexes by name
+ * (the parser's duplicate check, the proxy's tenant table). */
+uint32_t fg_tenant_name_hash(const char *name);
 /* Tenant ids in the order of their names (malloc'd, n_tenants of them; NULL
  * when memory is short or there are none), so that matching the names of
  * two policies, or finding duplicates, is a sort and searches, not a scan

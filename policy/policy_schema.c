@@ -343,17 +343,8 @@ static int decode_tenant(struct fg_pctx *c, const struct fg_ynode *m, struct fg_
 }
 
 /* Names seen so far, for duplicates: an open-addressing set of tenant ids
- * (FNV-1a of the name), so that 65,536 tenants are checked in one pass
+ * (fg_tenant_name_hash), so that 65,536 tenants are checked in one pass
  * rather than each against all before it. */
-static uint32_t name_hash(const char *s)
-{
-	uint32_t h = 2166136261u;
-
-	for (; *s; s++)
-		h = (h ^ (uint8_t)*s) * 16777619u;
-	return h;
-}
-
 static int decode_tenants(struct fg_pctx *c, const struct fg_ynode *v, void *base,
 			  const char *path)
 {
@@ -381,7 +372,7 @@ static int decode_tenants(struct fg_pctx *c, const struct fg_ynode *v, void *bas
 		fg_path(sub, sizeof(sub), "tenants[%zu]", i);
 		if (decode_tenant(c, v->items[i], &p->tenants[i], (uint32_t)i, sub))
 			goto out;
-		uint32_t at = name_hash(p->tenants[i].name) & mask;
+		uint32_t at = fg_tenant_name_hash(p->tenants[i].name) & mask;
 		for (; seen[at] != UINT32_MAX; at = (at + 1) & mask) {
 			size_t j = seen[at];
 			if (strcmp(p->tenants[j].name, p->tenants[i].name))

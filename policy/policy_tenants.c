@@ -1,9 +1,19 @@
 /* policy_tenants.c — a policy's tenant array: sized to the policy, freed
- * with it, copied deep, and put in name order for matching by name. */
+ * with it, copied deep, put in name order for matching by name; and the
+ * hash tenant names are indexed by. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "policy/policy.h"
+
+uint32_t fg_tenant_name_hash(const char *s)
+{
+	uint32_t h = 2166136261u; /* FNV-1a */
+
+	for (; *s; s++)
+		h = (h ^ (uint8_t)*s) * 16777619u;
+	return h;
+}
 
 int fg_policy_alloc_tenants(struct fg_policy *p, uint32_t n)
 {

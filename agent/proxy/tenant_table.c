@@ -113,15 +113,6 @@ static int build_key_index(const struct fg_policy *p, struct fg_tenant_rt **by_i
 	return 0;
 }
 
-static uint32_t name_hash(const char *s)
-{
-	uint32_t h = 2166136261u; /* FNV-1a */
-
-	for (; *s; s++)
-		h = (h ^ (uint8_t)*s) * 16777619u;
-	return h;
-}
-
 /* by_id[i] under the policy's name of tenant i (names are unique). */
 static int build_name_index(const struct fg_policy *p, struct fg_tenant_rt **by_id,
 			    struct fg_tenant_rt ***out, uint32_t *mask_out)
@@ -134,7 +125,7 @@ static int build_name_index(const struct fg_policy *p, struct fg_tenant_rt **by_
 	if (!slots)
 		return -1;
 	for (uint32_t i = 0; i < p->n_tenants; i++) {
-		uint32_t s = name_hash(p->tenants[i].name) & (cap - 1);
+		uint32_t s = fg_tenant_name_hash(p->tenants[i].name) & (cap - 1);
 		while (slots[s])
 			s = (s + 1) & (cap - 1);
 		slots[s] = by_id[i];
@@ -248,7 +239,7 @@ struct fg_tenant_rt *fg_tenants_by_name(const struct fg_tenant_table *q, const c
 {
 	if (!q->names)
 		return NULL;
-	for (uint32_t s = name_hash(name) & q->name_mask; q->names[s]; s = (s + 1) & q->name_mask)
+	for (uint32_t s = fg_tenant_name_hash(name) & q->name_mask; q->names[s]; s = (s + 1) & q->name_mask)
 		if (!strcmp(q->names[s]->name, name))
 			return q->names[s];
 	return NULL;
