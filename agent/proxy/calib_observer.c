@@ -16,6 +16,7 @@ struct fg_pcal *fg_pcal_new(const struct fg_policy *p, const struct fg_cost_mode
 	pc->prev.broken = true; /* nothing before the first group */
 	fg_calib_init(&pc->fit, assumed);
 	fg_calib_follow_init(&pc->follow, assumed, now_ns);
+	fg_calib_hist_init(&pc->hist);
 	return pc;
 }
 
@@ -31,6 +32,7 @@ void fg_pcal_apply_policy(struct fg_pcal *pc, const struct fg_policy *p, struct 
 	if (new_engine || pc->mode == FG_CALIB_OFF) {
 		fg_calib_init(&pc->fit, &gw->cm);
 		fg_calib_follow_init(&pc->follow, &gw->cm, now_ns);
+		fg_calib_hist_init(&pc->hist);
 		pc->cur.broken = true;
 	} else {
 		fg_calib_set_assumed(&pc->fit, &gw->cm);
@@ -163,6 +165,13 @@ void fg_pcal_engine_itl(struct fg_pcal *pc, double sum, double count)
 	pc->have_scrape = true;
 }
 
+void fg_pcal_engine_totals(struct fg_pcal *pc, const struct fg_engine_totals *t, double running,
+			   uint64_t asked_ns)
+{
+	if (pc->mode != FG_CALIB_OFF)
+		fg_calib_hist_scrape(&pc->hist, &pc->fit, asked_ns, t, running);
+}
+
 static void log_sharp(const struct fg_pcal *pc, const struct fg_calib_fit *f)
 {
 	const struct fg_cost_model *a = &pc->fit.assumed;
@@ -170,10 +179,12 @@ static void log_sharp(const struct fg_pcal *pc, const struct fg_calib_fit *f)
 	fprintf(stderr,
 		"fairgated: calibration: the engine measures an output weight of %.2f (policy %.2f), "
 		"prompt token %.2f us (policy %.2f), decode step %.2f ms at batch %u (policy %.2f), "
-		"from %u steps (%u prefilling); agent.calibration: %s\n",
+		"from %u steps (%u prefilling) and %u decode and %u prefill intervals of the "
+		"engine's histograms; agent.calibration: %s\n",
 		f->cm.output_weight, a->output_weight, f->cm.prompt_token_s * 1e6,
 		a->prompt_token_s * 1e6, f->cm.decode_step_s * 1e3, a->ref_batch,
 		a->decode_step_s * 1e3, f->n_steps, f->n_prefill_steps,
+		f->used[FG_CALIB_SRC_ENGINE_DECODE], f->used[FG_CALIB_SRC_ENGINE_PREFILL],
 		pc->mode == FG_CALIB_ON ? "on, prices follow (at most 1.25x a minute, within "
 					  "0.5x-2x of the policy's)"
 					: "advise, prices unchanged");

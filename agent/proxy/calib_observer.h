@@ -28,6 +28,7 @@
 #include <stdint.h>
 
 #include "policy/calib_follow.h"
+#include "policy/calib_hist.h"
 #include "policy/calibration.h"
 #include "policy/gateway.h"
 #include "policy/policy.h"
@@ -55,6 +56,7 @@ struct fg_pcal {
 	enum fg_calib_mode mode;
 	struct fg_calib fit;
 	struct fg_calib_follow follow;
+	struct fg_calib_hist hist;     /* the second source: the engine's histograms */
 	uint32_t n_prefill, n_decode, n_opaque;
 	uint64_t step;                 /* groups seen; cur is number `step` */
 	struct fg_pcal_group cur, prev;
@@ -92,6 +94,12 @@ void fg_pcal_end(struct fg_pcal *pc, struct fg_pcal_req *q);
  * scraped: the means between this scrape and the last, the engine's and
  * the steps the proxy saw, are compared. */
 void fg_pcal_engine_itl(struct fg_pcal *pc, double sum, double count);
+
+/* The engine's timing histograms and token counters as scraped (counts
+ * as of asked_ns), and its running gauge (< 0: none): calibration's
+ * second source (policy/calib_hist.h). */
+void fg_pcal_engine_totals(struct fg_pcal *pc, const struct fg_engine_totals *t, double running,
+			   uint64_t asked_ns);
 
 /* Once a second: refit; under `on`, move gw->cm. Logs a sharp change once. */
 void fg_pcal_tick(struct fg_pcal *pc, struct fg_gateway *gw, uint64_t now_ns);

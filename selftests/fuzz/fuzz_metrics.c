@@ -49,9 +49,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			FUZZ_CHECK(memmem(text, size, names[i], strlen(names[i])),
 				   "%s found but not in the text", names[i]);
 	FUZZ_CHECK(usable(m.waiting) && usable(m.running) && usable(m.preemptions) &&
-			   usable(m.kv_usage) && usable(m.itl_sum) && usable(m.itl_count),
+			   usable(m.kv_usage) && usable(m.totals.itl_sum) && usable(m.totals.itl_count),
 		   "waiting %g running %g preemptions %g kv %g itl %g / %g", m.waiting, m.running,
-		   m.preemptions, m.kv_usage, m.itl_sum, m.itl_count);
+		   m.preemptions, m.kv_usage, m.totals.itl_sum, m.totals.itl_count);
 
 	/* Cut after the line break nearest the middle. */
 	const char *nl = size ? memchr(text + size / 2, '\n', size - size / 2) : NULL;
@@ -69,8 +69,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	FUZZ_CHECK(close_to(a.preemptions + b.preemptions, m.preemptions),
 		   "preemptions not additive");
 	FUZZ_CHECK(fmax(a.kv_usage, b.kv_usage) == m.kv_usage, "kv usage not the max");
-	FUZZ_CHECK(close_to(a.itl_sum + b.itl_sum, m.itl_sum), "inter-token sum not additive");
-	FUZZ_CHECK(close_to(a.itl_count + b.itl_count, m.itl_count),
+	FUZZ_CHECK(close_to(a.totals.itl_sum + b.totals.itl_sum, m.totals.itl_sum), "inter-token sum not additive");
+	FUZZ_CHECK(close_to(a.totals.itl_count + b.totals.itl_count, m.totals.itl_count),
 		   "inter-token count not additive");
 	return 0;
 }

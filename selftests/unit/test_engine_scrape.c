@@ -43,7 +43,7 @@ static void parses_and_sums(void **state)
 	assert_true(m.running == 17);
 	assert_true(m.preemptions == 12);
 	assert_true(m.kv_usage == 0.5);
-	assert_true(m.itl_sum == 2.0 && m.itl_count == 160);
+	assert_true(m.totals.itl_sum == 2.0 && m.totals.itl_count == 160);
 	assert_int_equal(m.found, 31);
 	/* truncated anywhere: never reads past the end */
 	for (size_t i = 0; i < strlen(exposition); i++)
