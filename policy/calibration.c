@@ -233,14 +233,19 @@ static const struct fg_calib_step *row_at(const struct rows *r, uint32_t i,
 	return &c->iwin[k];
 }
 
+/* An engine interval is the mean of many steps: as the minimum of each
+ * source is worth as much, one counts as this many steps (the ridge is
+ * one step's worth, which must not outweigh a few dozen intervals). */
+#define INTERVAL_WORTH ((double)FG_CALIB_MIN_STEPS / (2.0 * FG_CALIB_MIN_INTERVALS))
+
 /* Each source's share of the fit: half, scaled down while it has fewer
- * observations than it would need alone, the two then normalised; each
- * observation weighs its source's share of the total count. */
+ * observations than it would need alone, the two then normalised; the
+ * observations of a source share its part of the total worth. */
 static void weigh(struct rows *r, uint32_t n_stream, uint32_t n_engine, double *share)
 {
 	double s = 0.5 * fmin(1.0, (double)n_stream / FG_CALIB_MIN_STEPS);
 	double e = 0.5 * fmin(1.0, (double)n_engine / (2.0 * FG_CALIB_MIN_INTERVALS));
-	double total = n_stream + n_engine;
+	double total = n_stream + n_engine * INTERVAL_WORTH;
 
 	share[0] = s + e > 0 ? s / (s + e) : 0;
 	share[1] = s + e > 0 ? e / (s + e) : 0;
