@@ -123,8 +123,11 @@ int fg_calib_hist_scrape(struct fg_calib_hist *h, struct fg_calib *c, uint64_t n
 	if (decode)
 		take(h, c, now_ns, FG_CALIB_SRC_ENGINE_DECODE, batch, context, prefill_per_step,
 		     (t->itl_sum - b->itl_sum) / itl_n, &added);
+	/* a prompt's step also prefilled whatever else was scheduled with it:
+	 * on average what any step prefills (independent arrivals) */
 	if (prefill)
-		take(h, c, now_ns, FG_CALIB_SRC_ENGINE_PREFILL, batch, context, prompt * uncached,
+		take(h, c, now_ns, FG_CALIB_SRC_ENGINE_PREFILL, batch, context,
+		     prompt * uncached + prefill_per_step,
 		     (t->prefill_sum - b->prefill_sum) / prefills, &added);
 	h->intervals++;
 	rebase(h, now_ns, t);

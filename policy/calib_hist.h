@@ -19,13 +19,16 @@
  * A decode interval is then a step of that batch, each sequence holding
  * its prompt and half its output of KV, with the interval's prefill a
  * step; a prefill interval the same batch with one request's uncached
- * prompt. A counter lower than last time is a restarted engine: the
+ * prompt, plus what the mean step prefills (the others scheduled beside
+ * it, were arrivals independent). A counter lower than last time is a restarted engine: the
  * interval is dropped and the new values are the baseline.
  *
  * What this cannot see, and the streams can: each step's own batch (the
  * histograms give means, so a batch that swings is read at its mean), and
- * prompts prefilled together in one step (each is charged the whole
- * step: the prompt-token time reads high when long prompts coincide).
+ * which prompts were prefilled together in one step (clients in lockstep
+ * coincide more often than the mean step says: the prompt-token time then
+ * reads high), nor the steps of a prompt chunked over several (its
+ * prefill time holds each chunk's fixed part).
  *
  * Pure: the caller gives the clock.
  */
