@@ -58,6 +58,9 @@ void fg_show_calibration(const json_t *cal)
 		       fg_show_num(s, "used"), 100 * fg_show_num(s, "weight_share"),
 		       fg_show_num(e, "decode_used"), fg_show_num(e, "prefill_used"),
 		       100 * fg_show_num(e, "weight_share"), fg_show_num(e, "resets"));
+		if (json_is_true(json_object_get(e, "apart_from_streams")))
+			printf("  the engine's inter-token time is more than 30%% from the streams' "
+			       "(another clock, or steps the proxy misses): its histograms are left out\n");
 	}
 	printf("  %-28s %12s %12s %12s\n", "", "assumed", "measured", "charged");
 	for (size_t i = 0; i < sizeof(rows) / sizeof(*rows); i++) {

@@ -16,10 +16,10 @@ static void counters(const struct fg_engine_totals *t, double *v)
 			     t->prefill_count,	 t->prompt_len_sum,   t->prompt_len_count,
 			     t->gen_len_sum,	 t->gen_len_count,    t->iterations,
 			     t->prompt_tokens,	 t->generation_tokens, t->cache_hits,
-			     t->cache_queries };
+			     t->cache_queries,	 t->gw_output_tokens, t->gw_context_tokens };
 	memcpy(v, x, sizeof(x));
 }
-#define N_COUNTERS 13
+#define N_COUNTERS 15
 
 /* A cumulative figure lower than last time: the engine started again. */
 static bool went_back(const struct fg_engine_totals *was, const struct fg_engine_totals *now)
@@ -74,6 +74,11 @@ int fg_calib_hist_scrape(struct fg_calib_hist *h, struct fg_calib *c, uint64_t n
 	}
 	if (now_ns - h->base_ns < FG_CALIB_HIST_MIN_NS)
 		return 0;
+	if (h->paused) {
+		h->paused_intervals++;
+		rebase(h, now_ns, t);
+		return 0;
+	}
 
 	unsigned have = t->have;
 	double itl_n = t->itl_count - b->itl_count;
@@ -115,7 +120,11 @@ int fg_calib_hist_scrape(struct fg_calib_hist *h, struct fg_calib *c, uint64_t n
 	/* a sequence decodes with its prompt and, on average over its
 	 * tokens, half its output in KV */
 	double out = finished_out >= 1 ? (t->gen_len_sum - b->gen_len_sum) / finished_out : 0;
-	double context = batch * (prompt + out / 2);
+	double per_seq = prompt + out / 2;
+	double gw_out = t->gw_output_tokens - b->gw_output_tokens;
+	if ((have & FG_ET_GW_CONTEXT) && gw_out >= 1)
+		per_seq = (t->gw_context_tokens - b->gw_context_tokens) / gw_out;
+	double context = batch * per_seq;
 	double prefill_per_step =
 		(have & FG_ET_TOKENS) && (have & FG_ET_ITERATIONS) && steps >= 1
 			? prompt_tok * uncached / steps

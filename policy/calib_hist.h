@@ -17,8 +17,9 @@
  *   - vllm:prefix_cache_hits_total / _queries_total: the share of prompt
  *     tokens that were not computed.
  * A decode interval is then a step of that batch, each sequence holding
- * its prompt and half its output of KV, with the interval's prefill a
- * step; a prefill interval the same batch with one request's uncached
+ * its prompt and half its output of KV (the gateway's token-weighted
+ * figure when it has one, FG_ET_GW_CONTEXT, else the engine's finished
+ * requests' means), with the interval's prefill a step; a prefill interval the same batch with one request's uncached
  * prompt, plus what the mean step prefills (the others scheduled beside
  * it, were arrivals independent). A counter lower than last time is a restarted engine: the
  * interval is dropped and the new values are the baseline.
@@ -50,6 +51,7 @@ enum {
 	FG_ET_ITERATIONS = 16,  /* iteration tokens _count */
 	FG_ET_TOKENS = 32,      /* prompt and generation token counters */
 	FG_ET_CACHE = 64,       /* prefix cache hits and queries */
+	FG_ET_GW_CONTEXT = 128, /* the gateway's own books (below) */
 };
 
 struct fg_engine_totals {
@@ -60,6 +62,13 @@ struct fg_engine_totals {
 	double iterations;
 	double prompt_tokens, generation_tokens;
 	double cache_hits, cache_queries;
+	/* not the engine's: of the requests the gateway saw end, their output
+	 * tokens and the KV each output token was decoded with, sum of
+	 * n x (prompt + n / 2). Their ratio is the context of a sequence as
+	 * the inter-token histogram weighs it (by token), which the engine's
+	 * per-request means are not: a mix of long prompts with short answers
+	 * and short prompts with long ones decodes mostly the latter. */
+	double gw_output_tokens, gw_context_tokens;
 	unsigned have;
 };
 
@@ -69,6 +78,8 @@ struct fg_engine_totals {
 
 struct fg_calib_hist {
 	struct fg_engine_totals base;   /* as of the interval's start */
+	bool paused;                    /* the caller's: intervals are dropped, not observed */
+	uint64_t paused_intervals;
 	uint64_t base_ns;
 	bool have_base;
 	double running_sum;             /* vllm:num_requests_running samples since */

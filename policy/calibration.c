@@ -198,6 +198,11 @@ enum fg_calib_verdict fg_calib_add_interval(struct fg_calib *c, uint64_t now_ns,
 	return FG_CALIB_TAKEN;
 }
 
+void fg_calib_drop_intervals(struct fg_calib *c)
+{
+	c->ihead = c->ilen = 0;
+}
+
 static void drop_old(struct fg_calib *c, uint64_t now_ns)
 {
 	uint64_t horizon = now_ns > FG_CALIB_WINDOW_NS ? now_ns - FG_CALIB_WINDOW_NS : 0;

@@ -119,6 +119,9 @@ enum fg_calib_verdict fg_calib_add_interval(struct fg_calib *c, uint64_t now_ns,
 					    enum fg_calib_source src, double batch,
 					    double context, double prefill_tokens, double step_s);
 
+/* The engine intervals leave the window (they were on another clock). */
+void fg_calib_drop_intervals(struct fg_calib *c);
+
 /* Fit the window as of now_ns (older steps leave it). */
 const struct fg_calib_fit *fg_calib_refit(struct fg_calib *c, uint64_t now_ns);
 

@@ -219,7 +219,7 @@ static json_t *calibration_json(const struct fg_proxy *px)
 		json_object_set_new(
 			o, "sources",
 			json_pack("{s:{s:I, s:i, s:i, s:f}, s:{s:I, s:I, s:i, s:i, s:i, s:i, s:f,"
-				  " s:I, s:I, s:I, s:I}}",
+				  " s:I, s:I, s:I, s:I, s:b, s:I}}",
 				  "streams", "taken", (json_int_t)c->taken, "in_window", (int)c->len,
 				  "used", (int)f->used[FG_CALIB_SRC_STREAM], "weight_share",
 				  f->weight_share[0],
@@ -232,7 +232,8 @@ static json_t *calibration_json(const struct fg_proxy *px)
 				  "intervals", (int)h->intervals, "weight_share", f->weight_share[1],
 				  "refused", (json_int_t)h->refused, "resets", (json_int_t)h->resets,
 				  "sparse", (json_int_t)h->sparse, "rejected",
-				  (json_int_t)c->irejected));
+				  (json_int_t)c->irejected, "apart_from_streams", pc->engine_apart,
+				  "paused_intervals", (json_int_t)h->paused_intervals));
 	if (o && pc->engine_itl_s > 0)
 		json_object_set_new(o, "inter_token_ms",
 				    json_pack("{s:f, s:f}", "engine", pc->engine_itl_s * 1e3, "proxy",

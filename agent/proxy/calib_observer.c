@@ -1,6 +1,7 @@
 /* calib_observer.c — see calib_observer.h. */
 #include "agent/proxy/calib_observer.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -152,6 +153,10 @@ void fg_pcal_engine_itl(struct fg_pcal *pc, double sum, double count)
 		pc->engine_itl_s = (sum - pc->engine_at_scrape[0]) / (count - pc->engine_at_scrape[1]);
 		double n = pc->gap_tokens - pc->seen_at_scrape[1];
 		pc->proxy_itl_s = n > 0 ? (pc->gap_token_s - pc->seen_at_scrape[0]) / n : 0;
+		/* the verdict stands until the streams give another one */
+		if (pc->proxy_itl_s > 0 && pc->engine_itl_s > 0)
+			pc->engine_apart =
+				fabs(pc->proxy_itl_s / pc->engine_itl_s - 1) > FG_PCAL_CLOCK_APART;
 	} else if (!(count >= pc->engine_at_scrape[1])) {
 		pc->engine_itl_s = pc->proxy_itl_s = 0; /* the engine restarted */
 	}
@@ -165,11 +170,29 @@ void fg_pcal_engine_itl(struct fg_pcal *pc, double sum, double count)
 	pc->have_scrape = true;
 }
 
+void fg_pcal_finished(struct fg_pcal *pc, double prompt_tokens, double completion_tokens)
+{
+	if (!(prompt_tokens >= 0) || !(completion_tokens > 0) || !isfinite(prompt_tokens) ||
+	    !isfinite(completion_tokens))
+		return;
+	pc->ended_output_tokens += completion_tokens;
+	pc->ended_context_tokens += completion_tokens * (prompt_tokens + completion_tokens / 2);
+}
+
 void fg_pcal_engine_totals(struct fg_pcal *pc, const struct fg_engine_totals *t, double running,
 			   uint64_t asked_ns)
 {
-	if (pc->mode != FG_CALIB_OFF)
-		fg_calib_hist_scrape(&pc->hist, &pc->fit, asked_ns, t, running);
+	if (pc->mode == FG_CALIB_OFF)
+		return;
+	struct fg_engine_totals with = *t;
+	with.gw_output_tokens = pc->ended_output_tokens;
+	with.gw_context_tokens = pc->ended_context_tokens;
+	with.have |= FG_ET_GW_CONTEXT;
+	/* off the gateway's clock: what the histograms gave is dropped too */
+	if (pc->engine_apart && !pc->hist.paused)
+		fg_calib_drop_intervals(&pc->fit);
+	pc->hist.paused = pc->engine_apart;
+	fg_calib_hist_scrape(&pc->hist, &pc->fit, asked_ns, &with, running);
 }
 
 static void log_sharp(const struct fg_pcal *pc, const struct fg_calib_fit *f)

@@ -14,41 +14,16 @@
 #include <cmocka.h>
 
 #include "assert_near.h"
+#include "calib_models.h"
 #include "policy/calib_follow.h"
 #include "policy/calib_hist.h"
 #include "policy/calibration.h"
 #include "policy/cost_model.h"
 #include "policy/policy.h"
 
-#define SEC 1000000000ull
 #define ALL (FG_ET_ITL | FG_ET_PREFILL | FG_ET_PROMPT_LEN | FG_ET_GEN_LEN | FG_ET_ITERATIONS | \
 	     FG_ET_TOKENS | FG_ET_CACHE)
 
-#define assert_rel(got, want, tol)                                                        \
-	do {                                                                              \
-		double g_ = (got), w_ = (want);                                           \
-		if (!(fabs(g_ - w_) <= fabs(w_) * (tol))) {                               \
-			print_error("%s = %.6g, want %.6g (±%.2g%%)\n", #got, g_, w_,       \
-				    (double)(tol) * 100);                                  \
-			fail();                                                           \
-		}                                                                         \
-	} while (0)
-
-static struct fg_policy policy;
-
-/* The seed replica as assumed, and as it "really" is (as test_calibration.c) */
-static void models(struct fg_cost_model *assumed, struct fg_cost_model *truth)
-{
-	fg_policy_defaults(&policy);
-	fg_cost_model_init(assumed, &policy.replica);
-	struct fg_replica r = policy.replica;
-	r.prefill_mfu = 0.38;
-	r.decode_mbu = 0.62;
-	fg_cost_model_init(truth, &r);
-	truth->step_overhead_s = 3e-3;
-	truth->seq_overhead_s = 20e-6;
-	fg_cost_model_derive(truth);
-}
 
 struct rig {
 	struct fg_cost_model assumed, truth;
@@ -145,6 +120,56 @@ static void deltas_by_hand(void **state)
 	assert_near(d->prefill_tokens, 0); /* no steps counted: no per-step prefill */
 	assert_near(d->step_s, 0.02);
 	assert_int_equal(r->hist.resets, 1); /* what it exported changed: a new baseline */
+}
+
+/* The gateway's books give the context as the inter-token histogram
+ * weighs it: 10 answers of 200 tokens to 100-token prompts and 10 of 10
+ * tokens to 2,000-token prompts decode with (10 x 200 x (100 + 100) +
+ * 10 x 10 x (2,000 + 5)) / (10 x 200 + 10 x 10) = 295.5 tokens a sequence,
+ * where the finished requests' means say 1,050 + 105 / 2 = 1,102.5. Paused
+ * (the caller found the engine off its clock), intervals pass unobserved. */
+static void gateway_context_and_pause(void **state)
+{
+	struct rig *r = *state;
+	struct fg_engine_totals t = { .have = ALL | FG_ET_GW_CONTEXT };
+	enum fg_calib_source src;
+
+	fg_calib_hist_scrape(&r->hist, r->calib, SEC, &t, -1);
+	t.itl_sum += 2100 * 0.015, t.itl_count += 2100, t.iterations += 210,
+		t.generation_tokens += 2100, t.prompt_tokens += 21000;
+	t.prompt_len_sum += 21000, t.prompt_len_count += 20, t.gen_len_sum += 2100,
+		t.gen_len_count += 20;
+	t.prefill_sum += 20 * 0.05, t.prefill_count += 20;
+	t.gw_output_tokens += 2100, t.gw_context_tokens += 10 * 200 * 200 + 10 * 10 * 2005;
+	assert_int_equal(fg_calib_hist_scrape(&r->hist, r->calib, 3 * SEC, &t, -1), 2);
+	const struct fg_calib_step *d = interval(r->calib, 0, &src);
+	assert_near(d->batch, 10);
+	assert_near(d->context, 10 * (400000 + 200500) / 2100.0);
+	assert_near(d->prefill_tokens, 100);
+	/* without the gateway's books: the requests' means */
+	struct fg_calib_hist h2;
+	fg_calib_hist_init(&h2);
+	struct fg_engine_totals e = t;
+	e.have = ALL;
+	e.gw_output_tokens = e.gw_context_tokens = 0;
+	fg_calib_hist_scrape(&h2, r->calib, 3 * SEC, &e, -1);
+	e.itl_sum += 2100 * 0.015, e.itl_count += 2100, e.iterations += 210,
+		e.generation_tokens += 2100, e.prompt_tokens += 21000;
+	e.prompt_len_sum += 21000, e.prompt_len_count += 20, e.gen_len_sum += 2100,
+		e.gen_len_count += 20;
+	assert_int_equal(fg_calib_hist_scrape(&h2, r->calib, 5 * SEC, &e, -1), 1);
+	assert_near(interval(r->calib, 2, &src)->context, 10 * 1102.5);
+
+	r->hist.paused = true;
+	t.itl_sum += 1, t.itl_count += 100, t.prompt_len_sum += 10, t.prompt_len_count += 1,
+		t.gen_len_sum += 10, t.gen_len_count += 1, t.iterations += 10,
+		t.generation_tokens += 100;
+	assert_int_equal(fg_calib_hist_scrape(&r->hist, r->calib, 7 * SEC, &t, -1), 0);
+	assert_int_equal(r->hist.paused_intervals, 1);
+	assert_int_equal(r->calib->ilen, 3);
+	fg_calib_drop_intervals(r->calib);
+	assert_int_equal(r->calib->ilen, 0);
+	assert_false(fg_calib_refit(r->calib, 8 * SEC)->valid);
 }
 
 /* A counter that went back is a restarted engine: no negative sample, a
@@ -383,6 +408,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(deltas_by_hand, rig_up, rig_down),
+		cmocka_unit_test_setup_teardown(gateway_context_and_pause, rig_up, rig_down),
 		cmocka_unit_test_setup_teardown(restart_is_a_reset, rig_up, rig_down),
 		cmocka_unit_test_setup_teardown(short_and_sparse, rig_up, rig_down),
 		cmocka_unit_test_setup_teardown(histograms_alone_fit_the_truth, rig_up, rig_down),
