@@ -19,17 +19,18 @@
  * A decode interval is then a step of that batch, each sequence holding
  * its prompt and half its output of KV (the gateway's token-weighted
  * figure when it has one, FG_ET_GW_CONTEXT, else the engine's finished
- * requests' means), with the interval's prefill a step; a prefill interval the same batch with one request's uncached
- * prompt, plus what the mean step prefills (the others scheduled beside
- * it, were arrivals independent). A counter lower than last time is a restarted engine: the
- * interval is dropped and the new values are the baseline.
+ * requests' means), with the interval's prefill a step; a prefill
+ * interval the same batch with one request's uncached prompt, as if it
+ * ran alone in its step. A counter lower than last time is a restarted
+ * engine: the interval is dropped and the new values are the baseline.
  *
  * What this cannot see, and the streams can: each step's own batch (the
  * histograms give means, so a batch that swings is read at its mean), and
- * which prompts were prefilled together in one step (clients in lockstep
- * coincide more often than the mean step says: the prompt-token time then
- * reads high), nor the steps of a prompt chunked over several (its
- * prefill time holds each chunk's fixed part).
+ * which prompts were prefilled together in one step (an interval where
+ * prompts coincided reads high, and is trimmed if it stands out; a load
+ * where most prompts share their step reads the prompt-token time high),
+ * nor the steps of a prompt chunked over several (its prefill time holds
+ * each chunk's fixed part).
  *
  * Pure: the caller gives the clock.
  */

@@ -10,7 +10,7 @@
 # policy's reference). Open-loop Poisson arrivals, two shapes:
 #   long: 2,000-token prompts, 16-token answers, 1.5 a second;
 #   chat: 120-token prompts, 150-token answers, 5 a second.
-# After 25 s the measured output weight is within 5% of the truth's
+# After 30 s the measured output weight is within 5% of the truth's
 # (fg-true-prices), the fit says it was fed by engine intervals only, and
 # status, `fairgatectl status` and the Prometheus metrics count the sources.
 source "$(dirname "$0")/fq_env.inc"
@@ -31,7 +31,7 @@ agent:
   salt_secret_file: $PX_TMP/salt.key
   calibration: advise
 EOT
-MFU=0.38 MBU=0.62 OVERHEAD_MS=2 DURATION=25
+MFU=0.38 MBU=0.62 OVERHEAD_MS=2 DURATION=30
 px_start_sim --max-num-seqs 16 --true-prefill-mfu $MFU --true-decode-mbu $MBU --true-step-overhead-ms $OVERHEAD_MS
 px_start_agent
 truth=$("$FG_BUILD/fg-true-prices" "$PX_TMP/policy.yaml" $MFU $MBU $OVERHEAD_MS 0)
@@ -50,6 +50,9 @@ fq_load "$PX_TMP/load.chat.json" --poisson --connections 24 --duration $DURATION
 : >"$PX_TMP/samples"
 for s in $(seq 1 $DURATION); do
 	sleep 1
+	# the engine's own figures each second, for reading a run again (FG_KEEP_TMP=1)
+	sim_direct http://127.0.0.1:8001/metrics | grep -E '^vllm:(request_prefill|inter_token|request_prompt|request_generation|iteration_tokens_total_count|prompt_tokens|generation_tokens|prefix_cache|num_requests_running)' |
+		sed "s/^/$s /" >>"$PX_TMP/engine_metrics"
 	pctl status --json | jq -r --arg t "$s" '"\($t) \(.calibration.valid) \(.calibration.measured.output_weight // 0) \(.calibration.sources.engine.decode_used) \(.calibration.sources.engine.prefill_used)"' >>"$PX_TMP/samples"
 done
 pctl status --json >"$PX_TMP/status.json"

@@ -69,7 +69,7 @@ static const struct fg_calib_step *interval(const struct fg_calib *c, uint32_t i
  * prefix-cache hits (75% computed). So: decode = a step of 4.2 sequences
  * holding 4.2 x (1,000 + 50 / 2) = 4,305 tokens, 2,000 x 0.75 / 10 = 150
  * prefilled a step, 20 ms; prefill = the same batch and KV with 750
- * prompt tokens and the mean step's 150 beside them, 150 ms. */
+ * prompt tokens, 150 ms. */
 static void deltas_by_hand(void **state)
 {
 	struct rig *r = *state;
@@ -100,7 +100,7 @@ static void deltas_by_hand(void **state)
 	assert_int_equal(src, FG_CALIB_SRC_ENGINE_PREFILL);
 	assert_near(p->batch, 4.2);
 	assert_near(p->context, 4305);
-	assert_near(p->prefill_tokens, 750 + 150);
+	assert_near(p->prefill_tokens, 750);
 	assert_near(p->step_s, 0.15);
 	assert_int_equal(r->hist.observed[FG_CALIB_SRC_ENGINE_DECODE], 1);
 	assert_int_equal(r->hist.observed[FG_CALIB_SRC_ENGINE_PREFILL], 1);
@@ -233,9 +233,8 @@ static void short_and_sparse(void **state)
 }
 
 /* What the truth's engine exports over `dt`: `steps` steps of `batch`
- * sequences, `finished` requests of `prompt`-token prompts (prefilled in a
- * step beside the batch and the mean step's prefill) and `out`-token
- * outputs. */
+ * sequences, `finished` requests of `prompt`-token prompts (each prefilled
+ * alone in a step beside the batch) and `out`-token outputs. */
 static void engine_runs(struct fg_engine_totals *t, const struct fg_cost_model *truth,
 			double scale, double batch, double prompt, double out, double finished,
 			double steps)
@@ -243,9 +242,7 @@ static void engine_runs(struct fg_engine_totals *t, const struct fg_cost_model *
 	double ctx = batch * (prompt + out / 2);
 	double per_step = finished * prompt / steps;
 	double step = fg_decode_step_batch_s(truth, batch, ctx) + fg_prefill_s(truth, per_step);
-	/* beside a prompt, the mean step's prefill (calib_hist.h) */
-	double prefill = fg_decode_step_batch_s(truth, batch, ctx) +
-			 fg_prefill_s(truth, prompt + per_step);
+	double prefill = fg_decode_step_batch_s(truth, batch, ctx) + fg_prefill_s(truth, prompt);
 
 	t->itl_sum += batch * steps * step * scale;
 	t->itl_count += batch * steps;
