@@ -344,8 +344,6 @@ static void calibration_metrics(struct fg_buf *o, const struct fg_proxy *px)
 	     "Observations taken into the fit's window, by source: steps seen in the streams, "
 	     "and intervals of the engine's timing histograms (mean inter-token time, mean "
 	     "prefill time).");
-	help(o, "fairgate_calibration_observations_used", "gauge",
-	     "Observations the current fit used, by source.");
 	static const char *const sources[FG_CALIB_SOURCES] = { "streams", "engine_decode",
 							       "engine_prefill" };
 	const struct fg_calib_hist *h = &pc->hist;
@@ -355,6 +353,8 @@ static void calibration_metrics(struct fg_buf *o, const struct fg_proxy *px)
 	for (int i = 0; i < FG_CALIB_SOURCES; i++)
 		fg_buf_printf(o, "fairgate_calibration_observations_total{source=\"%s\"} %llu\n",
 			      sources[i], (unsigned long long)taken[i]);
+	help(o, "fairgate_calibration_observations_used", "gauge",
+	     "Observations the current fit used, by source.");
 	for (int i = 0; i < FG_CALIB_SOURCES; i++)
 		fg_buf_printf(o, "fairgate_calibration_observations_used{source=\"%s\"} %u\n",
 			      sources[i], f->used[i]);

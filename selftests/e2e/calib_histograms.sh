@@ -60,8 +60,10 @@ MW=$(jq -r '.calibration.measured.output_weight // 0' "$PX_TMP/status.json")
 MP=$(jq -r '.calibration.measured.prompt_token_us // 0' "$PX_TMP/status.json")
 src() { jq -r ".calibration.sources.$1" "$PX_TMP/status.json"; }
 echo "# measured output weight $MW (true $TW, assumed $AW), prompt token $MP us (true $TP); from $(src engine.decode_used) decode and $(src engine.prefill_used) prefill intervals, $(src streams.used) stream steps; fit rms $(jq -r .calibration.fit.rms_ms "$PX_TMP/status.json") ms"
-first=$(awk -v tw="$TW" '$2 == "true" { d = $3 / tw - 1; if (d < 0) d = -d; if (d <= 0.05) { print $1; exit } }' "$PX_TMP/samples")
-echo "# within 5% from ${first:-never} s; samples (s valid weight decode prefill): $(tail -3 "$PX_TMP/samples" | tr '\n' ';')"
+# from which second on every sample stayed within 5% (none: it left again later)
+first=$(awk -v tw="$TW" '{ d = $3 / tw - 1; if (d < 0) d = -d
+	if ($2 == "true" && d <= 0.05) { if (n == "") n = $1 } else n = "" } END { print n }' "$PX_TMP/samples")
+echo "# within 5% from ${first:-none} s on; measured each second: $(awk '{ printf "%s", ($3 ? sprintf("%.2f ", $3) : "- ") }' "$PX_TMP/samples")"
 check "the streams saw no step (non-streamed only: $(jq -r .calibration.observations.steps_observed "$PX_TMP/status.json") observed)" \
 	test "$(jq -r .calibration.observations.steps_observed "$PX_TMP/status.json") $(src streams.used)" = "0 0"
 check "the fit is valid, from engine intervals only (weight share $(src engine.weight_share))" \
