@@ -1,22 +1,12 @@
 /* calib_models.h — for the calibration tests (test_calibration.c,
  * test_calib_hist.c): the seed replica as the policy assumes it and as it
- * "really" is, and a relative-tolerance check. Include after <cmocka.h>
- * and <math.h>. */
+ * "really" is. Include after <cmocka.h> and <math.h>. */
 #ifndef FAIRGATE_TEST_CALIB_MODELS_H
 #define FAIRGATE_TEST_CALIB_MODELS_H
 
+#include "selftests/unit/assert_near.h"
 #include "policy/cost_model.h"
 #include "policy/policy.h"
-
-#define assert_rel(got, want, tol)                                                        \
-	do {                                                                              \
-		double g_ = (got), w_ = (want);                                           \
-		if (!(fabs(g_ - w_) <= fabs(w_) * (tol))) {                               \
-			print_error("%s = %.6g, want %.6g (±%.2g%%)\n", #got, g_, w_,       \
-				    (double)(tol) * 100);                                  \
-			fail();                                                           \
-		}                                                                         \
-	} while (0)
 
 #define SEC 1000000000ull
 

@@ -13,8 +13,8 @@
 #include <stdlib.h>
 #include <cmocka.h>
 
-#include "assert_near.h"
-#include "calib_models.h"
+#include "selftests/unit/assert_near.h"
+#include "selftests/unit/calib_models.h"
 #include "policy/calib_follow.h"
 #include "policy/calib_hist.h"
 #include "policy/calibration.h"

@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <cmocka.h>
 
-#include "calib_models.h"
+#include "selftests/unit/calib_models.h"
 #include "policy/calib_follow.h"
 #include "policy/calibration.h"
 #include "policy/cost_model.h"
