@@ -28,13 +28,13 @@ static void setup_tenant(struct fg_gateway *gw, uint32_t id, uint64_t now_ns, bo
 	fg_kv_set_cap(&gw->kv, id, gw->kv_caps ? tier->kv_cap_tokens : 0);
 }
 
-/* The reservation follows the policy and the gateway's cost model; the KV
+/* The reservation follows the policy and the gateway's step model; the KV
  * ledger keeps its holders' memory out of others' reach. */
 static void setup_tpot(struct fg_gateway *gw)
 {
 	const struct fg_policy *p = gw->policy;
 
-	fg_tpot_configure(&gw->tpot, &gw->cm, p);
+	fg_tpot_configure(&gw->tpot, &gw->step_cm, p);
 	memset(gw->kv.protect, 0, sizeof(gw->kv.protect));
 	for (uint32_t i = 0; i < p->n_tenants; i++)
 		gw->kv.protect[i] = fg_tpot_is_holder(&gw->tpot, i);
@@ -49,6 +49,7 @@ void fg_gw_init(struct fg_gateway *gw, const struct fg_policy *p, uint64_t step_
 	gw->policy = p;
 	gw->kv_caps = true;
 	fg_cost_model_init_policy(&gw->cm, p);
+	gw->step_cm = gw->cm;
 	fg_fq_init(&gw->fq, p->n_tenants);
 	fg_kv_init(&gw->kv, p->replica.kv_pool_tokens, p->agent.kv_headroom);
 	/* One engine step, in prefill tokens of the same replica time: the
@@ -458,7 +459,7 @@ static enum fg_fq_verdict may_go(const struct fg_fq_item *item, void *ctx)
 			.holders_tokens = gw->kv.protected_reserved,
 			.pending_prefill = gw->ew.pending_tokens,
 		};
-		if (fg_tpot_check(&gw->tpot, &gw->cm, r->tenant, sequences_of(r), r->kv_tokens,
+		if (fg_tpot_check(&gw->tpot, &gw->step_cm, r->tenant, sequences_of(r), r->kv_tokens,
 				  r->prefill_tokens, &b) == FG_TPOT_GO)
 			return FG_FQ_GO;
 		/* the batch is at the size its step stays within the target */
@@ -690,6 +691,11 @@ uint64_t fg_gw_deny_until(struct fg_gateway *gw, uint32_t tenant, uint64_t now_n
 void fg_gw_set_cost_model(struct fg_gateway *gw, const struct fg_cost_model *cm)
 {
 	gw->cm = *cm;
+}
+
+void fg_gw_set_step_model(struct fg_gateway *gw, const struct fg_cost_model *cm)
+{
+	gw->step_cm = *cm;
 	if (gw->policy) /* no policy yet, no TPOT tier to follow it */
 		setup_tpot(gw);
 }
@@ -720,6 +726,7 @@ void fg_gw_reload(struct fg_gateway *gw, const struct fg_policy *p, uint64_t now
 	 * peaks) carry over as they are: the engine did not change. */
 	gw->policy = p;
 	fg_cost_model_init_policy(&gw->cm, p);
+	gw->step_cm = gw->cm;
 	gw->ew.steps = p->agent.engine_queue_steps > 0 ? p->agent.engine_queue_steps : 2;
 	double headroom = p->agent.kv_headroom > 0 && p->agent.kv_headroom <= 1 ? p->agent.kv_headroom : 1;
 	gw->kv.node_cap = (uint64_t)((double)p->replica.kv_pool_tokens * headroom);

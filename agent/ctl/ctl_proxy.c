@@ -161,15 +161,16 @@ static json_t *scheduling_json(struct fg_proxy *px)
 	const struct fg_tpot_reserve *t = &gw->tpot;
 	if (sc && fg_tpot_active(t))
 		json_object_set_new(sc, "tpot", json_pack(
-			"{s:f, s:I, s:I, s:I, s:I, s:I, s:f}", "target_ms", t->target_s * 1e3,
+			"{s:f, s:I, s:I, s:I, s:I, s:I, s:f, s:s}", "target_ms", t->target_s * 1e3,
 			"cap_tokens", (json_int_t)t->cap_tokens,
 			"reserve_tokens", (json_int_t)t->reserve_tokens,
 			"sequences", (json_int_t)t->sequences,
 			"context_tokens", (json_int_t)gw->kv.node_reserved,
 			"holders_tokens", (json_int_t)gw->kv.protected_reserved,
-			"modeled_step_ms", 1e3 * fg_batch_step_s(&gw->cm, t->sequences,
+			"modeled_step_ms", 1e3 * fg_batch_step_s(&gw->step_cm, t->sequences,
 								 (double)gw->kv.node_reserved,
-								 (double)gw->ew.pending_tokens)));
+								 (double)gw->ew.pending_tokens),
+			"step_model", px->calib && px->calib->step_measured ? "measured" : "assumed"));
 	return sc;
 }
 
