@@ -205,6 +205,7 @@ void fg_pcal_engine_totals(struct fg_pcal *pc, const struct fg_engine_totals *t,
 	struct fg_engine_totals with = *t;
 	with.gw_output_tokens = pc->ended_output_tokens;
 	with.gw_context_tokens = pc->ended_context_tokens;
+	with.gw_streamed_tokens = pc->gap_tokens;
 	with.have |= FG_ET_GW_CONTEXT;
 	/* off the gateway's clock: what the histograms gave is dropped too */
 	if (pc->engine_apart && !pc->hist.paused)
