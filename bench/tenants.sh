@@ -116,14 +116,17 @@ request = function()
 end
 EOF
 cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
-run() { # COUNT SECS -> "cpu-us-per-request requests non2xx"
-	local t0 t1 out
-	t0=$(cpu_ticks "${PID[$1]}")
+# times the agent went to sleep (voluntary context switches, all threads): an
+# agent woken per request pays a context switch each time
+sleeps() { cat /proc/"$1"/task/*/status 2>/dev/null | awk '/^voluntary_ctxt_switches:/ { s += $2 } END { print s + 0 }'; }
+run() { # COUNT SECS -> "cpu-us-per-request requests non2xx sleeps-per-request"
+	local t0 t1 s0 s1 out
+	t0=$(cpu_ticks "${PID[$1]}") s0=$(sleeps "${PID[$1]}")
 	out=$(ip netns exec "$CNS" wrk -t1 -c32 -d"${2}s" -s "$TMP/post.lua" "http://$SRV:${PORT[$1]}/v1/chat/completions")
-	t1=$(cpu_ticks "${PID[$1]}")
-	echo "$out" | awk -v d=$((t1 - t0)) -v hz="$(getconf CLK_TCK)" '
+	t1=$(cpu_ticks "${PID[$1]}") s1=$(sleeps "${PID[$1]}")
+	echo "$out" | awk -v d=$((t1 - t0)) -v s=$((s1 - s0)) -v hz="$(getconf CLK_TCK)" '
 		/requests in/ { n = $1 } /Non-2xx/ { bad = $NF }
-		END { printf "%.1f %d %d\n", n ? d / hz * 1e6 / n : 0, n, bad }'
+		END { printf "%.1f %d %d %.2f\n", n ? d / hz * 1e6 / n : 0, n, bad, n ? s / n : 0 }'
 }
 
 echo "== CPU per request by tenant count: the same fairgated, the same load over 3 active tenants =="
@@ -134,8 +137,9 @@ bad_rounds=0
 for r in $(seq "$ROUNDS"); do
 	for i in "${!COUNTS[@]}"; do
 		n=${COUNTS[$(((i + r) % ${#COUNTS[@]}))]}
-		read -r cpu reqs bad <<<"$(run "$n" "$SECS")"
+		read -r cpu reqs bad slp <<<"$(run "$n" "$SECS")"
 		echo "$r $cpu" >>"$TMP/cpu.$n"
+		echo "$slp" >>"$TMP/sleeps.$n"
 		echo "$reqs" >>"$TMP/reqs.$n"
 		if [ "$bad" != 0 ] || [ "$reqs" = 0 ]; then
 			echo "   error: $n tenants, round $r: $bad of $reqs answered non-2xx"
@@ -146,16 +150,18 @@ done
 median() { sort -g | awk '{ a[NR] = $1 } END { print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2 }'; }
 range() { sort -g | awk '{ a[NR] = $1 } END { printf "%.2f-%.2f", a[1], a[NR] }'; }
 base=${COUNTS[0]}
-printf '%-8s %14s %16s %12s %24s\n' tenants "us/req median" "(range)" "req/s" "ratio to $base tenants"
+printf '%-8s %14s %16s %12s %11s %24s\n' tenants "us/req median" "(range)" "req/s" "sleeps/req" \
+	"ratio to $base tenants"
 for n in "${COUNTS[@]}"; do
 	ratios=$(awk 'NR == FNR { b[$1] = $2; next } $1 in b && b[$1] > 0 { printf "%.3f\n", $2 / b[$1] }' \
 		"$TMP/cpu.$base" "$TMP/cpu.$n")
-	printf '%-8s %14.1f %16s %12.0f %24s\n' "$n" "$(cut -d' ' -f2 "$TMP/cpu.$n" | median)" \
+	printf '%-8s %14.1f %16s %12.0f %11.2f %24s\n' "$n" "$(cut -d' ' -f2 "$TMP/cpu.$n" | median)" \
 		"($(cut -d' ' -f2 "$TMP/cpu.$n" | range))" "$(awk -v s="$SECS" '{ print $1 / s }' "$TMP/reqs.$n" | median)" \
-		"$(median <<<"$ratios" | awk '{ printf "%.2fx", $1 }') ($(range <<<"$ratios"))"
+		"$(median <"$TMP/sleeps.$n")" "$(median <<<"$ratios" | awk '{ printf "%.2fx", $1 }') ($(range <<<"$ratios"))"
 done
-echo "   (proxy CPU time per request: median and range over $ROUNDS rounds; ratios: median and range of" \
-	"each round's figure over that round's $base-tenant one)"
+echo "   (proxy CPU time per request: median and range over $ROUNDS rounds; req/s and sleeps (voluntary" \
+	"context switches) per request: medians; ratios: median and range of each round's figure over that" \
+	"round's $base-tenant one)"
 for n in "${COUNTS[@]}"; do
 	kill -0 "${PID[$n]}" 2>/dev/null || { echo "tenants bench: the $n-tenant agent exited"; tail -n 5 "$TMP/agent.$n.log"; exit 1; }
 done
