@@ -223,17 +223,7 @@ echo "== CPU per request by body size: fairgated vs nginx, in front of a do-noth
 # measured), off CPU 0, answering one fixed completion to any body.
 KEY_BODY=sk-bodies
 mkdir -p "$TMP/sink/logs" "$TMP/nginxb/logs"
-{ nginx_conf_head "$TMP/sink" 1024; cat <<EOF; } >"$TMP/sink/nginx.conf"
-	keepalive_requests 1000000;
-	server {
-		listen 8002;
-		default_type application/json;
-		location / {
-			return 200 '{"id":"c","object":"chat.completion","model":"llama-3.3-70b","choices":[{"index":0,"message":{"role":"assistant","content":"ok"},"finish_reason":"stop"}],"usage":{"prompt_tokens":8,"completion_tokens":1,"total_tokens":9}}';
-		}
-	}
-}
-EOF
+nginx_sink_conf "$TMP/sink" 8002 >"$TMP/sink/nginx.conf"
 # the nginx proxy for this part: the configuration above, its upstream the sink
 sed -e "s|127.0.0.1:8001|127.0.0.1:8002|; s|listen 8080|listen 8082|; s|$TMP/nginx/|$TMP/nginxb/|g" \
 	"$TMP/nginx/nginx.conf" >"$TMP/nginxb/nginx.conf"

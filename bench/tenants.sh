@@ -48,17 +48,7 @@ wait_port() { # PORT [TRIES of 0.1 s]
 
 # the do-nothing upstream, off the proxies' CPU
 mkdir -p "$TMP/sink/logs"
-{ nginx_conf_head "$TMP/sink" 1024; cat <<EOF; } >"$TMP/sink/nginx.conf"
-	keepalive_requests 1000000;
-	server {
-		listen 8002;
-		default_type application/json;
-		location / {
-			return 200 '{"id":"c","object":"chat.completion","model":"llama-3.3-70b","choices":[{"index":0,"message":{"role":"assistant","content":"ok"},"finish_reason":"stop"}],"usage":{"prompt_tokens":8,"completion_tokens":1,"total_tokens":9}}';
-		}
-	}
-}
-EOF
+nginx_sink_conf "$TMP/sink" 8002 >"$TMP/sink/nginx.conf"
 start "$TMP/sink.log" ip netns exec "$SNS" taskset -c 1 nginx -p "$TMP/sink" -c "$TMP/sink/nginx.conf"
 
 # policy N PORT METRICS_PORT — N tenants; the active ones (keys sk-tnb-0..2)
