@@ -26,7 +26,7 @@ BUILD=$(cd "${1:-build}" && pwd)
 command -v wrk >/dev/null && command -v nginx >/dev/null ||
 	{ echo "tenants bench: needs wrk and nginx (scripts/deps.sh --bench)"; exit 1; }
 ROUNDS=${FG_BENCH_TENANT_ROUNDS:-3} SECS=${FG_BENCH_TENANT_SECONDS:-${FG_BENCH_SECONDS:-3}}
-COUNTS=(${FG_BENCH_TENANT_COUNTS:-3 1000 65536})
+read -ra COUNTS <<<"${FG_BENCH_TENANT_COUNTS:-3 1000 65536}"
 ON_PROXY="taskset -c 0"
 source "$(dirname "$0")/netpair.inc"
 netpair tnb 10.248.0
