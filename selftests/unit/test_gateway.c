@@ -53,7 +53,7 @@ static int setup(void **state)
 	add_tenant(&f->p, "acme", 1, 9000);
 	add_tenant(&f->p, "globex", 0, 1000);
 	f->p.agent.long_context_threshold = 32768;
-	fg_gw_init(&f->gw, &f->p, 8192, 0);
+	assert_int_equal(fg_gw_init(&f->gw, &f->p, 8192, 0), 0);
 	*state = f;
 	return 0;
 }
@@ -62,6 +62,7 @@ static int teardown(void **state)
 {
 	struct fixture *f = *state;
 
+	fg_gw_free(&f->gw);
 	fg_policy_release(&f->p);
 	free(f);
 	return 0;
