@@ -251,9 +251,11 @@ int fg_proxy_apply_policy(struct fg_agent_state *st, const struct fg_policy *p, 
 	/* the gateway's state for the new tenants is taken first, so running
 	 * out of memory leaves the table and the gateway on the old policy */
 	struct fg_gw_tenant_state gw_next = { 0 };
-	if (fg_gw_reload_prepare(px->gw, p, &gw_next) || fg_tenants_apply(&px->tenants, p)) {
+	if (fg_gw_reload_prepare(px->gw, p, &gw_next) || fg_fleet_prepare_policy(px, p) ||
+	    fg_tenants_apply(&px->tenants, p)) {
 		if (gw_next.policy)
 			fg_gw_reload_cancel(&gw_next);
+		fg_fleet_cancel_policy(px);
 		explicit_bzero(engine_auth, sizeof(engine_auth));
 		explicit_bzero(metrics_token, sizeof(metrics_token));
 		snprintf(err, errlen, "out of memory for %u tenants", p->n_tenants);
