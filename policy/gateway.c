@@ -724,8 +724,12 @@ uint64_t fg_gw_deny_until(struct fg_gateway *gw, uint32_t tenant, uint64_t now_n
 void fg_gw_set_cost_model(struct fg_gateway *gw, const struct fg_cost_model *cm)
 {
 	gw->cm = *cm;
-	if (gw->policy) /* no policy yet, no TPOT tier to follow it */
-		setup_tpot(gw);
+	/* (calibration calls this every second): the holders are the
+	 * policy's, so only the cap and the reserve move, no walk over tenants */
+	if (gw->policy) { /* no policy yet, no TPOT tier to follow it */
+		fg_tpot_recost(&gw->tpot, &gw->cm);
+		fg_kv_set_reserve(&gw->kv, gw->tpot.reserve_tokens);
+	}
 }
 
 /* Old tenant id -> new id (-1: left the policy), matched by name: a search

@@ -65,8 +65,15 @@ void fg_tpot_configure(struct fg_tpot_reserve *r, const struct fg_cost_model *cm
 		r->holders++;
 		reserve += (double)t->kv_cap_tokens;
 	}
+	r->holders_kv_caps = reserve;
+	fg_tpot_recost(r, cm);
+}
+
+void fg_tpot_recost(struct fg_tpot_reserve *r, const struct fg_cost_model *cm)
+{
 	if (!r->target_s)
 		return;
+	double reserve = r->holders_kv_caps;
 	r->cap_tokens = fg_tpot_context_within(cm, r->target_s, cm->ref_context);
 	r->reserve_tokens = reserve < (double)r->cap_tokens ? (uint64_t)reserve : r->cap_tokens;
 }
