@@ -40,7 +40,7 @@ static struct fg_idheap due_heap(struct fg_fq *fq)
 
 int fg_fq_init(struct fg_fq *fq, uint32_t n_tenants)
 {
-	uint32_t slots = n_tenants > FG_MAX_TENANTS ? FG_MAX_TENANTS : n_tenants ? n_tenants : 1;
+	uint32_t slots = fg_tenant_slots(n_tenants);
 
 	memset(fq, 0, sizeof(*fq));
 	fq->t = calloc(slots, sizeof(*fq->t));

@@ -58,7 +58,7 @@ static int tenant_state_alloc(struct fg_gw_tenant_state *s, const struct fg_poli
 			      uint64_t window_ns, uint64_t now_ns)
 {
 	memset(s, 0, sizeof(*s));
-	s->t = calloc(p->n_tenants ? p->n_tenants : 1, sizeof(*s->t));
+	s->t = calloc(fg_tenant_slots(p->n_tenants), sizeof(*s->t));
 	int bad = !s->t;
 	bad |= fg_fq_init(&s->fq, p->n_tenants) < 0;
 	bad |= fg_kv_init(&s->kv, p->replica.kv_pool_tokens, p->agent.kv_headroom, p->n_tenants) < 0;

@@ -10,7 +10,7 @@ uint64_t fg_kv_tokens(uint64_t prompt_tokens, uint64_t max_output_tokens, uint32
 
 int fg_kv_init(struct fg_kv_ledger *l, uint64_t pool_tokens, double headroom, uint32_t n_tenants)
 {
-	uint32_t slots = n_tenants > FG_MAX_TENANTS ? FG_MAX_TENANTS : n_tenants ? n_tenants : 1;
+	uint32_t slots = fg_tenant_slots(n_tenants);
 
 	memset(l, 0, sizeof(*l));
 	if (!(headroom > 0) || headroom > 1)

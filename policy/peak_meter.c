@@ -5,7 +5,7 @@
 
 int fg_peak_init(struct fg_peak_meter *m, uint32_t n_tenants, uint64_t window_ns, uint64_t now_ns)
 {
-	uint32_t slots = n_tenants > FG_MAX_TENANTS ? FG_MAX_TENANTS : n_tenants ? n_tenants : 1;
+	uint32_t slots = fg_tenant_slots(n_tenants);
 
 	memset(m, 0, sizeof(*m));
 	m->window_ns = window_ns ? window_ns : 60ull * 1000000000ull;

@@ -46,7 +46,7 @@ static void tenants_free(struct fleet_tenants *s)
 
 static int tenants_alloc(struct fleet_tenants *s, const struct fg_policy *p)
 {
-	size_t n = p->n_tenants ? p->n_tenants : 1;
+	size_t n = fg_tenant_slots(p->n_tenants);
 
 	memset(s, 0, sizeof(*s));
 	s->names = calloc(n, sizeof(*s->names));
