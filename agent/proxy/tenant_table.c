@@ -370,7 +370,7 @@ uint32_t fg_tenants_restore(struct fg_agent_state *st, struct fg_tenant_table *q
 		struct fg_tenant_rt *t = q->by_id[i];
 		struct fg_tenant_pub was;
 
-		if (!t->live || t->id >= gw->policy->n_tenants || !fg_kernel_read_pub(st, t->id, &was, NULL))
+		if (!t->live || t->id >= gw->n_tenants || !fg_kernel_read_pub(st, t->id, &was, NULL))
 			continue;
 		struct fg_gw_tenant *g = &gw->t[t->id];
 		memcpy(t->outcomes, was.outcomes, sizeof(t->outcomes));
