@@ -584,7 +584,7 @@ int fg_gate(struct xdp_md *ctx)
 		verdict = READ_ONCE(t->verdict);
 	if (verdict != FG_VERDICT_DELAY && verdict != FG_VERDICT_SHED) {
 		verdict = FG_VERDICT_ALLOW;
-		if (t->tier_rank < n->overload_below) {
+		if (t->tier_rank < n->overload_below && now < READ_ONCE(n->overload_until_ns)) {
 			verdict = FG_VERDICT_SHED;
 			overload = 1;
 		}

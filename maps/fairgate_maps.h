@@ -255,7 +255,8 @@ struct fg_node_state {
 	__u16 protected_ports[FG_MAX_PROTECTED_PORTS]; /* host order; 0 = unused */
 	__u32 n_protected_ports;
 	__u32 overload_below;     /* node overload: shed tiers with tier_rank <
-				   * this (0, the zeroed default, = none) */
+				   * this (0, the zeroed default, = none) until
+				   * overload_until_ns */
 	__u64 allow_interval_ns;  /* 1e9 / deny_allowance_per_s; 0 = no allowance */
 	__u32 allow_burst;        /* SYNs the allowance may pass at once */
 	__u32 shed_sample_mask;   /* emit one shed event per (mask+1) per CPU/tenant */
@@ -293,6 +294,10 @@ struct fg_node_state {
 	__u32 idx_active;         /* the half gate reads: 0 or 1 */
 	__u32 idx_pad;
 	struct fg_src_index_head idx[2];
+	/* The node overload ends here (CLOCK_MONOTONIC) unless fairgated
+	 * renews it, as it does every second while it lasts: an overload in
+	 * force when the agent dies lapses on its own, like a deny window. */
+	__u64 overload_until_ns;
 };
 
 enum fg_steer_flags {

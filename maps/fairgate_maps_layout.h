@@ -83,7 +83,7 @@ FG_ABI_FIELD(struct fg_src_index_head, n_lens, 40);
 FG_ABI_FIELD(struct fg_src_index_head, lens, 41);
 FG_ABI_FIELD(struct fg_src_index_head, head_pad, 53);
 
-FG_ABI_SIZE(struct fg_node_state, 272);
+FG_ABI_SIZE(struct fg_node_state, 280);
 FG_ABI_FIELD(struct fg_node_state, protected_ports, 0);
 FG_ABI_FIELD(struct fg_node_state, n_protected_ports, 16);
 FG_ABI_FIELD(struct fg_node_state, overload_below, 20);
@@ -107,6 +107,7 @@ FG_ABI_FIELD(struct fg_node_state, rst_pad, 148);
 FG_ABI_FIELD(struct fg_node_state, idx_active, 152);
 FG_ABI_FIELD(struct fg_node_state, idx_pad, 156);
 FG_ABI_FIELD(struct fg_node_state, idx, 160);
+FG_ABI_FIELD(struct fg_node_state, overload_until_ns, 272);
 
 FG_ABI_SIZE(struct fg_node_counters, 80);
 FG_ABI_FIELD(struct fg_node_counters, syn_judged, 0);

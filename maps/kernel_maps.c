@@ -394,10 +394,12 @@ int fg_maps_set_deny(struct fg_maps *m, uint32_t id, uint64_t until_ns, int verd
 	return 0;
 }
 
-int fg_maps_set_overload_rank(struct fg_maps *m, int rank)
+int fg_maps_set_overload_rank(struct fg_maps *m, int rank, uint64_t until_ns)
 {
 	if (!m->node)
 		return -1;
+	/* the end first: a rank seen is never older than its end */
+	__atomic_store_n(&m->node->overload_until_ns, rank < 0 ? 0 : until_ns, __ATOMIC_RELEASE);
 	__atomic_store_n(&m->node->overload_below, rank < 0 ? 0u : (uint32_t)rank + 1,
 			 __ATOMIC_RELEASE);
 	return 0;

@@ -57,7 +57,12 @@ int fg_maps_tenant_id(const struct fg_maps *m, const char *name);
 int fg_maps_apply_policy(struct fg_maps *m, const struct fg_policy *p, char *err, size_t errlen);
 
 int fg_maps_set_deny(struct fg_maps *m, uint32_t id, uint64_t until_ns, int verdict, int source);
-int fg_maps_set_overload_rank(struct fg_maps *m, int rank);
+/* Node overload: gate sheds the new connections of tiers ranked <= rank
+ * (-1: none) until until_ns (CLOCK_MONOTONIC), so the caller renews it
+ * while the overload lasts; FG_OVERLOAD_LEASE_NS is how long a renewal
+ * holds when nobody renews it (the agent died). */
+#define FG_OVERLOAD_LEASE_NS (3ull * 1000000000ull)
+int fg_maps_set_overload_rank(struct fg_maps *m, int rank, uint64_t until_ns);
 
 /* Learn addr → tenant; marks the entry shared if it already names another
  * tenant. Returns 1 if the entry is (now) shared, 0 if not, -1 on error.

@@ -641,6 +641,19 @@ double fg_gw_finish(struct fg_gateway *gw, struct fg_gw_request *r, const struct
 	return billed;
 }
 
+double fg_gw_tokenizer_ran(struct fg_gateway *gw, uint32_t tenant, uint64_t tokens, uint64_t now_ns)
+{
+	if (tenant >= gw->policy->n_tenants)
+		return 0;
+	double units = fg_price_tokenizer(&gw->cm, gw->policy->agent.metering, (double)tokens);
+	struct fg_gw_tenant *t = &gw->t[tenant];
+	fg_bucket_settle(&t->bucket, 0, units, now_ns);
+	t->billed_units += units;
+	if (units > 0)
+		fg_peak_add(&gw->peaks, tenant, units, now_ns);
+	return units;
+}
+
 void fg_gw_abort(struct fg_gateway *gw, struct fg_gw_request *r, uint64_t now_ns)
 {
 	if (r->state == FG_GW_S_DONE || r->state == FG_GW_S_NEW)

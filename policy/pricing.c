@@ -148,6 +148,11 @@ struct fg_prompt_est fg_estimate_prompt(const struct fg_model *rule, double cpt,
 	return e;
 }
 
+double fg_price_tokenizer(const struct fg_cost_model *cm, enum fg_metering mode, double tokens)
+{
+	return tokens > 0 ? fg_metered_units(cm, mode, tokens, tokens, 0) : 0;
+}
+
 struct fg_price fg_price_request(const struct fg_cost_model *cm, enum fg_metering mode,
 				 const struct fg_prompt_est *prompt,
 				 const struct fg_request_shape *shape,
@@ -167,9 +172,7 @@ struct fg_price fg_price_request(const struct fg_cost_model *cm, enum fg_meterin
 	p.prompt_tokens = prompt->tokens;
 	p.prompt_ceiling = prompt->tokens_max;
 	if (shape->no_gpu) {
-		/* the tokenizer runs on the engine's CPU: priced like prompt
-		 * tokens served from the prefix cache, never free */
-		p.units = fg_metered_units(cm, mode, p.prompt_tokens, p.prompt_tokens, 0);
+		p.units = fg_price_tokenizer(cm, mode, p.prompt_tokens);
 		p.flat = true;
 		return p;
 	}

@@ -131,6 +131,12 @@ struct fg_price fg_price_request(const struct fg_cost_model *cm, enum fg_meterin
 				 const struct fg_request_shape *shape,
 				 uint32_t tier_default_max_tokens, uint64_t room);
 
+/* The engine's tokenizer counting `tokens` (a /tokenize call, the
+ * tenant's own or the gateway's exact count near a limit): it runs on the
+ * engine's CPU, so it is priced like prompt tokens served from the prefix
+ * cache, never free. */
+double fg_price_tokenizer(const struct fg_cost_model *cm, enum fg_metering mode, double tokens);
+
 /* What the engine reported for a finished (or cut short) request. */
 struct fg_usage {
 	double prompt_tokens;

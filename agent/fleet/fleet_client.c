@@ -141,33 +141,35 @@ static void key(char *out, size_t len, const char *tag, const char *suffix)
 	snprintf(out, len, "fg:{%s}:%s", tag, suffix);
 }
 
-/* FCALL fn 3 <three keys of one hash tag> node incarnation: the head every
- * call of fleet_store.lua takes; returns how many arguments it wrote. */
-enum { FCALL_HEAD = 8 };
+/* FCALL fn K <K keys of one hash tag, one per letter of suffix> node
+ * incarnation: the head every call of fleet_store.lua takes; returns how
+ * many arguments it wrote. */
+enum { FCALL_KEYS_MAX = 4, FCALL_HEAD_MAX = 5 + FCALL_KEYS_MAX };
 
-static uint32_t fcall_head(const char **argv, char k[3][FG_NAME_MAX + 16],
+static uint32_t fcall_head(const char **argv, char k[FCALL_KEYS_MAX][FG_NAME_MAX + 16],
 			   const struct fg_fleet_client *c, const char *fn, const char *tag,
-			   const char suffix[3])
+			   const char *suffix)
 {
-	for (int i = 0; i < 3; i++) {
+	static const char *const counts[] = { "0", "1", "2", "3", "4" };
+	uint32_t nk = (uint32_t)strlen(suffix), n = 0;
+
+	argv[n++] = "FCALL";
+	argv[n++] = fn;
+	argv[n++] = counts[nk];
+	for (uint32_t i = 0; i < nk; i++) {
 		char s[2] = { suffix[i], 0 };
 		key(k[i], FG_NAME_MAX + 16, tag, s);
+		argv[n++] = k[i];
 	}
-	argv[0] = "FCALL";
-	argv[1] = fn;
-	argv[2] = "3";
-	argv[3] = k[0];
-	argv[4] = k[1];
-	argv[5] = k[2];
-	argv[6] = c->node;
-	argv[7] = c->inc;
-	return FCALL_HEAD;
+	argv[n++] = c->node;
+	argv[n++] = c->inc;
+	return n;
 }
 
 static void append_grant(struct fg_fleet_client *c, const struct fg_fleet_req *q)
 {
-	char k[3][FG_NAME_MAX + 16], num[GRANT_ARGS][40];
-	const char *argv[6 + GRANT_ARGS];
+	char k[FCALL_KEYS_MAX][FG_NAME_MAX + 16], num[GRANT_ARGS][40];
+	const char *argv[FCALL_HEAD_MAX + GRANT_ARGS];
 	const struct fg_fleet_call *x = &q->call;
 	const struct fg_fleet_params *p = &q->params;
 	double v[] = { p->rate, p->depth, p->period_s, p->node_timeout_s, p->floor,
@@ -190,8 +192,8 @@ static void append_grant(struct fg_fleet_client *c, const struct fg_fleet_req *q
 
 static void append_leave(struct fg_fleet_client *c, const struct fg_fleet_req *q)
 {
-	char k[3][FG_NAME_MAX + 16];
-	const char *argv[FCALL_HEAD];
+	char k[FCALL_KEYS_MAX][FG_NAME_MAX + 16];
+	const char *argv[FCALL_HEAD_MAX];
 
 	redisAppendCommandArgv(c->rc, fcall_head(argv, k, c, "fg_leave", q->tenant, "bna"), argv,
 			       NULL);
@@ -199,10 +201,10 @@ static void append_leave(struct fg_fleet_client *c, const struct fg_fleet_req *q
 
 static void append_report(struct fg_fleet_client *c, const struct fg_fleet_report *rp)
 {
-	uint32_t argc = 11 + 2 * rp->n; /* FCALL fg_report 3 KEYS... node inc seq W X, pairs */
+	uint32_t argc = FCALL_HEAD_MAX + 3 + 2 * rp->n; /* head, seq W X, pairs */
 	const char **argv = calloc(argc + 1, sizeof(*argv));
 	char (*nums)[40] = calloc(rp->n + 3, sizeof(*nums));
-	char k[3][FG_NAME_MAX + 16];
+	char k[FCALL_KEYS_MAX][FG_NAME_MAX + 16];
 
 	if (!argv || !nums) {
 		free(argv);
@@ -210,7 +212,7 @@ static void append_report(struct fg_fleet_client *c, const struct fg_fleet_repor
 		redisAppendCommand(c->rc, "PING"); /* keeps the replies in step; read as an error */
 		return;
 	}
-	uint32_t n = fcall_head(argv, k, c, "fg_report", "*fleet", "npa");
+	uint32_t n = fcall_head(argv, k, c, "fg_report", "*fleet", "npao");
 	snprintf(nums[0], sizeof(nums[0]), "%llu", (unsigned long long)rp->seq);
 	snprintf(nums[1], sizeof(nums[0]), "%.17g", rp->window_s);
 	snprintf(nums[2], sizeof(nums[0]), "%.17g", rp->node_timeout_s);

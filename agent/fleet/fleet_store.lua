@@ -15,6 +15,7 @@
 --   fg:{T}:n  hash  node -> "inc seq t_us demand rate has live idle floor"
 --   fg:{T}:a  hash  node -> the last answer, replayed for a retried call
 --   fg:{fleet}:n, fg:{fleet}:p, fg:{fleet}:a  the same for fg_report (peaks)
+--   fg:{fleet}:o  zset  tenant -> its open peak window, while one is open
 --
 -- The bucket refills at the contract's rate up to its depth less what the
 -- nodes hold. A node's lease is a refill rate for its local bucket; the
@@ -272,10 +273,32 @@ local function window_string(st)
   return table.concat({ fmt(st.win), fmt(st.units), fmt(st.peak), fmt(st.last), fmt(st.closed) }, ' ')
 end
 
+-- A node reports only the tenants that billed since its last report, so a
+-- tenant that goes quiet leaves its last window open while the fleet's
+-- closes; the fleet's peak would then count units no tenant's peak does
+-- (a ratio under 1). Windows left open before w are closed here, at most
+-- CLOSE_BATCH a call so one call never walks every tenant (the rest close
+-- on the next calls; each tenant once per burst of activity).
+local CLOSE_BATCH = 1024
+
+local function close_quiet(peaks, open, w, W)
+  local quiet = redis.call('ZRANGEBYSCORE', open, '-inf', '(' .. w, 'LIMIT', 0, CLOSE_BATCH)
+  local grown = 0
+  for _, t in ipairs(quiet) do
+    local st = parse_window(redis.call('HGET', peaks, 'T:' .. t))
+    local before = st.peak
+    roll(st, w, W)
+    grown = grown + (st.peak - before)
+    redis.call('HSET', peaks, 'T:' .. t, window_string(st))
+  end
+  if #quiet > 0 then redis.call('ZREM', open, unpack(quiet)) end
+  return grown
+end
+
 -- fg_report: one node's billed units since its last answered report, per
 -- tenant, into fleet-wide windows; also the fleet's live nodes. The sum of
 -- the tenants' peaks over the fleet's peak is the oversubscription ratio.
--- KEYS: nodes, peaks, answers
+-- KEYS: nodes, peaks, answers, open windows
 -- ARGV: node inc seq window_s node_timeout_s [tenant units]...
 local function fg_report(keys, args)
   local node, inc, seq = args[1], args[2], num(args[3], 0)
@@ -291,7 +314,7 @@ local function fg_report(keys, args)
   local w = math.floor(now / 1e6 / W)
   local all = parse_window(redis.call('HGET', keys[2], '*'))
   roll(all, w, W)
-  local sum = num(redis.call('HGET', keys[2], '*sum'), 0)
+  local sum = num(redis.call('HGET', keys[2], '*sum'), 0) + close_quiet(keys[2], keys[4], w, W)
   local a = {}
   local total = 0
   for i = 6, #args - 1, 2 do
@@ -303,6 +326,7 @@ local function fg_report(keys, args)
     total = total + u
     sum = sum + (st.peak - before)
     redis.call('HSET', keys[2], 'T:' .. t, window_string(st))
+    if u > 0 then redis.call('ZADD', keys[4], w, t) end
     a[#a + 1] = t
     a[#a + 1] = fmt(st.peak)
   end
@@ -323,7 +347,7 @@ local function fg_report(keys, args)
   for i = 1, #a do out[#out + 1] = a[i] end
   redis.call('HSET', keys[3], node, cjson.encode(out))
   -- idle for a day: the peaks are history nobody reads
-  for i = 1, 3 do redis.call('EXPIRE', keys[i], 86400) end
+  for i = 1, 4 do redis.call('EXPIRE', keys[i], 86400) end
   return out
 end
 

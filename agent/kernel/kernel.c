@@ -436,7 +436,7 @@ int fg_kernel_open(struct fg_agent_state *st, char *err, size_t errlen)
 		goto fail;
 	/* Overload is a live measurement, not state worth keeping: the
 	 * controller republishes it. Deny windows and counters are kept. */
-	fg_maps_set_overload_rank(&k->maps, -1);
+	fg_maps_set_overload_rank(&k->maps, -1, 0);
 	k->maps.node->agent_started_ns = fg_now_ns();
 	/* Without the index gate is as exact, only slower on new sources. */
 	if (fg_src_index_start(&k->maps, err, errlen)) {
@@ -699,7 +699,7 @@ int fg_kernel_set_overload_tier(struct fg_agent_state *st, int level)
 {
 	if (!st->kernel)
 		return 0;
-	return fg_maps_set_overload_rank(&st->kernel->maps, level);
+	return fg_maps_set_overload_rank(&st->kernel->maps, level, fg_now_ns() + FG_OVERLOAD_LEASE_NS);
 }
 
 int fg_kernel_tier_rank(const struct fg_policy *p, uint32_t tier)

@@ -83,7 +83,8 @@ int fg_kernel_learn_source(struct fg_agent_state *st, const struct sockaddr *pee
 			   uint32_t tenant_id);
 
 /* Node overload: shed new connections of tiers with rank <= level
- * (fg_kernel_tier_rank); -1 = none. */
+ * (fg_kernel_tier_rank); -1 = none. It holds FG_OVERLOAD_LEASE_NS: call
+ * again to renew it while it lasts. */
 int fg_kernel_set_overload_tier(struct fg_agent_state *st, int level);
 /* Rank of a policy tier: 0 = lowest. Tiers are ordered by weight, then
  * by position in the policy file. */

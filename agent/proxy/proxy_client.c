@@ -882,6 +882,11 @@ static void counted(void *ctx, enum fg_tokenize_result r, uint64_t count, uint64
 		x->info.shape.exact_prompt_tokens = count ? count : 1;
 		if (max_model_len)
 			px->gw->engine_max_model_len = max_model_len;
+		/* the engine did this work whatever admission says next */
+		if (x->tenant->live)
+			fg_tenants_charged(x->tenant, fg_gw_tokenizer_ran(px->gw, x->tenant->id,
+									  x->info.shape.exact_prompt_tokens,
+									  fg_now_ns()));
 	}
 	/* otherwise the estimate decides, limits on its conservative side */
 	if (!x->tenant->live) {

@@ -229,6 +229,8 @@ static void tick(struct fg_loop *loop, void *ctx)
 	int level = fg_overload_level(gw->policy, backlog, px->overload_level);
 	if (level != px->overload_level)
 		publish_overload(px, level, backlog);
+	else if (level >= 0)
+		fg_kernel_set_overload_tier(px->st, level); /* renewed: it lapses if we die */
 	fg_pcal_tick(px->calib, gw, now);
 	fg_sched_kick(px);
 	arm_expiry(px, now);

@@ -291,6 +291,11 @@ void fg_tenants_count(struct fg_tenant_rt *t, enum fg_outcome o)
 		t->rejected++;
 }
 
+void fg_tenants_charged(struct fg_tenant_rt *t, double units)
+{
+	t->units_billed += units;
+}
+
 void fg_tenants_ended(struct fg_tenant_rt *t, double reserved, double billed, enum fg_outcome o)
 {
 	fg_tenants_count(t, o);

@@ -106,6 +106,10 @@ void fg_tenant_unref(struct fg_tenant_table *q, struct fg_tenant_rt *t);
 
 /* Count one outcome (refusal, or the end of an admitted request). */
 void fg_tenants_count(struct fg_tenant_rt *t, enum fg_outcome o);
+/* Billed outside a request's settlement (the engine's /tokenize count
+ * before admission, fg_gw_tokenizer_ran). */
+void fg_tenants_charged(struct fg_tenant_rt *t, double units);
+
 /* An admitted request ended: `reserved` units were held, `billed` charged. */
 void fg_tenants_ended(struct fg_tenant_rt *t, double reserved, double billed, enum fg_outcome o);
 /* Publish the tenant's gateway state (bucket, reservations, queue, KV) and

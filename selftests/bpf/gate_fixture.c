@@ -343,7 +343,7 @@ int gate_reset(void **state)
 		return -1;
 	}
 	forget_learned();
-	fg_maps_set_overload_rank(&maps, -1);
+	fg_maps_set_overload_rank(&maps, -1, 0);
 	if (index_on && fg_src_index_rebuild(&maps)) {
 		fprintf(stderr, "source index: rebuild failed\n");
 		return -1;

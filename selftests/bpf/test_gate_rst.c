@@ -134,13 +134,13 @@ static void rst_budget_drops_past_it(void **state)
 	ASSERT_EQ(c.shed_dropped, 2);
 	ASSERT_EQ(c.syn_delayed, 0);
 	/* Each tenant has its own budget, overload sheds spend it too. */
-	fg_maps_set_overload_rank(&maps, 0);
+	fg_maps_set_overload_rank(&maps, 0, UINT64_MAX);
 	ASSERT_VERDICT(&beta, XDP_TX);
 	ASSERT_VERDICT(&beta, XDP_TX);
 	ASSERT_VERDICT(&beta, XDP_DROP);
 	ASSERT_EQ(counters(BETA).overload_shed, 2);
 	ASSERT_EQ(counters(BETA).shed_dropped, 1);
-	fg_maps_set_overload_rank(&maps, -1);
+	fg_maps_set_overload_rank(&maps, -1, 0);
 	/* Half a second later one RST has come back. */
 	usleep(550 * 1000);
 	ASSERT_VERDICT(&sp, XDP_TX);

@@ -280,22 +280,42 @@ static void overload_sheds_low_tiers(void **state)
 	ASSERT_EQ(maps.tenants[ACME].tier_rank, 1);
 	ASSERT_EQ(maps.tenants[BETA].tier_rank, 0);
 	assert_string_equal(maps.tenants[ACME].tier, "premium");
-	fg_maps_set_overload_rank(&maps, 0);
+	fg_maps_set_overload_rank(&maps, 0, UINT64_MAX);
 	ASSERT_VERDICT(&beta, XDP_TX);
 	ASSERT_VERDICT(&acme, XDP_PASS);
-	fg_maps_set_overload_rank(&maps, 1);
+	fg_maps_set_overload_rank(&maps, 1, UINT64_MAX);
 	ASSERT_VERDICT(&beta, XDP_TX);
 	ASSERT_VERDICT(&acme, XDP_TX);
-	fg_maps_set_overload_rank(&maps, -1);
+	fg_maps_set_overload_rank(&maps, -1, 0);
 	ASSERT_VERDICT(&beta, XDP_PASS);
 	ASSERT_VERDICT(&acme, XDP_PASS);
 	ASSERT_EQ(counters(BETA).overload_shed, 2);
 	ASSERT_EQ(counters(BETA).syn_shed, 2);
 	ASSERT_EQ(counters(ACME).overload_shed, 1);
 	/* A delay window wins over overload's shed for that tenant. */
-	fg_maps_set_overload_rank(&maps, 1);
+	fg_maps_set_overload_rank(&maps, 1, UINT64_MAX);
 	deny(ACME, FG_VERDICT_DELAY, 60 * S_NS);
 	ASSERT_VERDICT(&acme, XDP_DROP);
+}
+
+/* An overload nobody renews lapses on its own: the agent that set it died
+ * (its last renewal held FG_OVERLOAD_LEASE_NS), and gate sheds no more. */
+static void an_unrenewed_overload_lapses(void **state)
+{
+	(void)state;
+	struct spec beta = { .src = "10.2.3.4", .dst = "10.0.0.1" };   /* standard, rank 0 */
+
+	fg_maps_set_overload_rank(&maps, 0, now_ns() + 60 * S_NS);
+	ASSERT_VERDICT(&beta, XDP_TX);
+	fg_maps_set_overload_rank(&maps, 0, now_ns() - S_NS); /* its last renewal, a lease ago */
+	ASSERT_VERDICT(&beta, XDP_PASS);
+	ASSERT_EQ(counters(BETA).overload_shed, 1);
+	ASSERT_EQ(maps.node->overload_below, 1); /* the rank is still there: only its end passed */
+	/* and the renewal the agent makes brings it back at once */
+	fg_maps_set_overload_rank(&maps, 0, now_ns() + FG_OVERLOAD_LEASE_NS);
+	ASSERT_VERDICT(&beta, XDP_TX);
+	fg_maps_set_overload_rank(&maps, -1, 0);
+	ASSERT_EQ(maps.node->overload_until_ns, 0);
 }
 
 static void policy_reload_keeps_state_by_name(void **state)
@@ -582,6 +602,7 @@ int main(void)
 		cmocka_unit_test_setup(learned_and_shared_sources, gate_reset),
 		cmocka_unit_test_setup(allowance_then_shed, gate_reset),
 		cmocka_unit_test_setup(overload_sheds_low_tiers, gate_reset),
+		cmocka_unit_test_setup(an_unrenewed_overload_lapses, gate_reset),
 		cmocka_unit_test_setup(policy_reload_keeps_state_by_name, gate_reset),
 		cmocka_unit_test_setup(reload_between_full_source_lists, gate_reset),
 		cmocka_unit_test_setup(fuzz_matches_reference, gate_reset),

@@ -34,7 +34,8 @@ spawn "$PX_TMP/agent.log" nsenter --net=/run/netns/"$PX_SNS" "$FG_BUILD/fairgate
 PX_AGENT_PID=$SPAWNED_PID
 wait_port "$PX_SNS" 127.0.0.1 8000 10 || { tap_fail "fairgated starts" "$(tail -5 "$PX_TMP/agent.log")"; exit 1; }
 kernel=$(pctl status --json | jq -r .kernel_enforcement)
-overload_below() { bpftool map dump pinned "$PIN/node" -j | jq -r '.[0] | (.formatted.value // .value).overload_below'; }
+node_field() { bpftool map dump pinned "$PIN/node" -j | jq -r ".[0] | (.formatted.value // .value).$1"; }
+overload_below() { node_field overload_below; }
 probe() { ip netns exec "$PX_CNS" "$FG_BUILD/fg-tcpprobe" connect "$PX_SRV" 8000 --src "$1" --timeout-ms 800 | tail -1; }
 
 depth=$(tenant_field lowco burst_units)
@@ -57,7 +58,8 @@ for _ in $(seq 40); do
 	lvl=$(sched overload.level)
 	if [ "$lvl" = 0 ] && [ -z "$saw_level" ]; then
 		saw_level=0
-		[ "$kernel" = true ] && saw_map=$(overload_below)
+		[ "$kernel" = true ] && saw_map=$(overload_below) &&
+			saw_left_ms=$(awk -v u="$(node_field overload_until_ns)" '{ printf "%.0f", (u - $1 * 1e9) / 1e6 }' /proc/uptime)
 		[ "$kernel" = true ] && shed_probe=$(probe "$PX_CLI")
 		high_code=$(pc2 "$PX_URL/v1/completions" -H "Authorization: Bearer $PX_KEY_B" \
 			--data-binary @"$PX_TMP/short" -o /dev/null -w '%{http_code}')
@@ -94,6 +96,10 @@ check "refunded >= timeouts x price ($refunded >= $r429 x 8000)" float_le $((r42
 expect_eq "overload level 0 (the low tier) published while the backlog lasted" "${saw_level:-none}" 0
 if [ "$kernel" = true ]; then
 	expect_eq "  bpftool: node map overload_below = 1 (shed rank 0)" "$saw_map" 1
+	# /proc/uptime is CLOCK_BOOTTIME, the map's end CLOCK_MONOTONIC: equal on a
+	# machine that never suspended, and 0.2 s of slack for the reading
+	check "  with an end, renewed each second, so it lapses if fairgated dies (${saw_left_ms} ms left)" \
+		awk -v l="${saw_left_ms:-0}" 'BEGIN { exit !(l > 0 && l <= 3200) }'
 	check "  gate sheds the low tier's new connection ($shed_probe)" bash -c "[[ '$shed_probe' != connected* ]]"
 	check "  counted as overload sheds" \
 		test "$(FAIRGATE_PIN_DIR=$PIN "$FG_BUILD/fairgatectl" tenant show lowco --json | jq -r '.. | .overload_shed? // empty' | head -1)" -ge 1

@@ -23,8 +23,9 @@
 # that as well, and the normal tenant's streams ran 4x slower (152 against
 # 671 requests in 20 s) because the simulator's thread was busy, not because
 # of the fair queue; vLLM loads and tokenizes in its API server, apart from
-# the engine core. What that /tokenize costs the engine is a known gap
-# (README); this test checks that the gateway does not let refusals stall a
+# the engine core. Such a count is billed (a /tokenize of as many tokens,
+# e2e_meter_exact), but what it costs the engine beyond that price is not
+# measured (README); this test checks that the gateway does not let refusals stall a
 # neighbour, and that no /tokenize was asked.
 source "$(dirname "$0")/fq_env.inc"
 

@@ -4,8 +4,10 @@
 # tier's 32,768-token max_context) is counted by the engine's own POST
 # /tokenize before admission; the common small request never is. Text the
 # engine tokenizes densely (digits, a token each) is refused before it
-# reaches the engine when not streamed, and cut off at its first chunk when
-# streamed (billed its prefill, the client told why in an SSE error event).
+# reaches the engine when not streamed (billed the count, as its own
+# /tokenize would be: the engine did that work), and cut off at its first
+# chunk when streamed (billed its prefill, the client told why in an SSE
+# error event).
 # A slow or failing /tokenize, a client that leaves while its prompt is
 # counted, and a reload meanwhile lose nothing. The added latency is
 # measured and printed. Engine: fg-fake-engine (fairgate-sim's tokenizer
@@ -46,11 +48,15 @@ check "  the /tokenize body is the request's shape (messages, no output cap)" \
 	bash -c "grep '^POST /tokenize ' $PX_TMP/engine.log | sed 's/^[^{]*//' | jq -e '.messages and (.max_tokens == null)' >/dev/null"
 # dense text: 40,007 tokens by the engine's count, refused before it runs
 n=$(engine_saw '^POST /v1/chat/completions ')
+b0=$(billed alpha)
 expect_eq "40,000 digits, not streamed: 400" "$(post "$PX_TMP/dense.json")" 400
 expect_eq "  context_length_exceeded with the engine's count" \
 	"$(jq -r .error.code "$PX_TMP/r") $(jq -r .error.message "$PX_TMP/r" | grep -o 'needs [0-9]* tokens')" \
 	"context_length_exceeded needs 40017 tokens"
 expect_eq "  it never reached the engine" "$(engine_saw '^POST /v1/chat/completions ')" "$n"
+b1=$(billed alpha)
+check "  but the engine counted it: billed like a /tokenize of 40,007 tokens, at the cache price ($b0 -> $b1)" \
+	near "$(awk -v a="$b0" -v b="$b1" 'BEGIN { print b - a }')" 4000.7
 # streamed, it is not counted first (the estimate is far below the limit)
 # and ends at its first chunk instead
 b0=$(billed alpha)

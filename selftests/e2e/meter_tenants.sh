@@ -62,7 +62,10 @@ expect_eq "beta's exact counts: one more for the second huge prompt, as before" 
 
 # alpha cannot use its own ratio to slip the huge prompt in
 r=$(send alpha "$PX_TMP/huge.json")
-expect_eq "alpha's 100K prompt, not streamed: refused (400)" "${r%% *} ${r#* }" "400 0.000 ${beta_huge_1#* * }"
+# (refused on the engine's count, billed that count as a /tokenize of
+# 100,007 tokens is: the same as beta's refusal)
+expect_eq "alpha's 100K prompt, not streamed: refused (400), billed its count as beta is" "$r" "$beta_huge_1"
+expect_eq "  the count's price: 100,007 tokens at the prefix-cache weight" "$(cut -d' ' -f2 <<<"$r")" 10000.700
 r=$(send alpha "$PX_TMP/huge_stream.json")
 expect_eq "alpha's 100K prompt, streamed: refused before the engine (400)" "${r%% *}" 400
 expect_eq "neither huge prompt reached the engine's chat endpoint" \

@@ -259,7 +259,7 @@ static void scene(void)
 	p.agent.deny_allowance_per_s = 0;
 	p.agent.shed_rst_per_s = 0; /* the reference judge answers every shed SYN with an RST */
 	FUZZ_CHECK(!fg_maps_apply_policy(&maps, &p, err, sizeof(err)), "apply policy: %s", err);
-	fg_maps_set_overload_rank(&maps, -1);
+	fg_maps_set_overload_rank(&maps, -1, 0);
 	/* a day: longer than any fuzzing run */
 	FUZZ_CHECK(!fg_maps_set_deny(&maps, ACME, now_ns() + 86400000000000ull, FG_VERDICT_SHED,
 				     FG_DENY_OPERATOR), "deny acme");

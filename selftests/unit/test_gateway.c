@@ -764,12 +764,49 @@ static void the_true_prompt_is_checked_again(void **state)
 	assert_null(gw->live);
 }
 
+/* The engine's /tokenize count before admission is billed whatever
+ * admission says: a tenant whose near-limit prompts are all refused still
+ * pays for the counting, as its own /tokenize would; at the prefix-cache
+ * price of the prompt, from the bucket (into debt if need be), and in the
+ * billed total, not in the fair queue. */
+static void an_exact_count_is_billed_like_tokenize(void **state)
+{
+	struct fixture *f = *state;
+	struct fg_gateway *gw = &f->gw;
+	uint64_t now = 5 * NS;
+	const double w = gw->cm.cached_prompt_weight;
+	double level0 = fg_bucket_level(&gw->t[1].bucket, now);
+	double vtc0 = gw->fq.t[1].vtc;
+
+	double units = fg_gw_tokenizer_ran(gw, 1, 40000, now);
+	assert_true(units > 0);
+	/* one definition: the price of the tenant's own /tokenize of as many tokens */
+	struct fg_prompt_est est = { .tokens = 40000, .tokens_max = 40000 };
+	struct fg_request_shape tok = { .no_gpu = true };
+	struct fg_price p = fg_price_request(&gw->cm, f->p.agent.metering, &est, &tok, 0, 0);
+	assert_true(fabs(units - p.units) < 1e-9);
+	/* and cheaper than running the prompt: the prefix-cache weight of it */
+	struct fg_request_shape run = { .prompt_only = true };
+	struct fg_price full = fg_price_request(&gw->cm, f->p.agent.metering, &est, &run, 0, 0);
+	assert_true(fabs(units - w * full.units) < 1e-6 * full.units);
+	assert_true(fabs(fg_bucket_level(&gw->t[1].bucket, now) - (level0 - units)) < 1e-6);
+	assert_true(fabs(gw->t[1].billed_units - units) < 1e-9);
+	assert_true(gw->fq.t[1].vtc == vtc0);
+	/* globex's bucket (1000/s, 60 s) emptied by counts alone goes into debt */
+	for (int i = 0; i < 40; i++)
+		fg_gw_tokenizer_ran(gw, 1, 40000, now);
+	assert_true(fg_bucket_level(&gw->t[1].bucket, now) < 0);
+	/* no tenant, no charge */
+	assert_true(fg_gw_tokenizer_ran(gw, 99, 40000, now) == 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(admit_price_and_settle_refund, setup, teardown),
 		cmocka_unit_test_setup_teardown(no_tenant_moves_another_s_estimate, setup, teardown),
 		cmocka_unit_test_setup_teardown(exact_counts_are_asked_near_limits_only, setup, teardown),
+		cmocka_unit_test_setup_teardown(an_exact_count_is_billed_like_tokenize, setup, teardown),
 		cmocka_unit_test_setup_teardown(the_true_prompt_is_checked_again, setup, teardown),
 		cmocka_unit_test_setup_teardown(refusals_say_why, setup, teardown),
 		cmocka_unit_test_setup_teardown(retry_after_from_refill, setup, teardown),
