@@ -643,7 +643,7 @@ double fg_gw_finish(struct fg_gateway *gw, struct fg_gw_request *r, const struct
 
 double fg_gw_tokenizer_ran(struct fg_gateway *gw, uint32_t tenant, uint64_t tokens, uint64_t now_ns)
 {
-	if (tenant >= gw->policy->n_tenants)
+	if (tenant >= gw->n_tenants)
 		return 0;
 	double units = fg_price_tokenizer(&gw->cm, gw->policy->agent.metering, (double)tokens);
 	struct fg_gw_tenant *t = &gw->t[tenant];
