@@ -49,6 +49,19 @@ void fg_show_calibration(const json_t *cal)
 		       json_is_true(json_object_get(cal, "bounded")) ? " (a term held at its bound)" : "");
 	else
 		printf("; not enough yet to fit\n");
+	const json_t *src = json_object_get(cal, "sources");
+	if (src) {
+		const json_t *s = json_object_get(src, "streams"), *e = json_object_get(src, "engine");
+		printf("  fed by: %.0f steps seen in the streams (%.0f%% of the fit), %.0f decode and "
+		       "%.0f prefill intervals of the engine's histograms (%.0f%%); %.0f engine "
+		       "restart(s) skipped\n",
+		       fg_show_num(s, "used"), 100 * fg_show_num(s, "weight_share"),
+		       fg_show_num(e, "decode_used"), fg_show_num(e, "prefill_used"),
+		       100 * fg_show_num(e, "weight_share"), fg_show_num(e, "resets"));
+		if (json_is_true(json_object_get(e, "apart_from_streams")))
+			printf("  the engine's inter-token time is more than 30%% from the streams' "
+			       "(another clock, or steps the proxy misses): its histograms are left out\n");
+	}
 	printf("  %-28s %12s %12s %12s\n", "", "assumed", "measured", "charged");
 	for (size_t i = 0; i < sizeof(rows) / sizeof(*rows); i++) {
 		printf("  %-28s", rows[i].label);

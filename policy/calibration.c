@@ -10,18 +10,18 @@
 
 struct lsq {
 	double a[TERMS][TERMS], b[TERMS], xx[TERMS];
-	uint32_t n;
+	double n; /* the weights' sum: observations' worth */
 };
 
-static void lsq_add(struct lsq *q, const double *x, double y)
+static void lsq_add(struct lsq *q, const double *x, double y, double w)
 {
 	for (uint32_t i = 0; i < TERMS; i++) {
 		for (uint32_t j = 0; j < TERMS; j++)
-			q->a[i][j] += x[i] * x[j];
-		q->b[i] += x[i] * y;
-		q->xx[i] += x[i] * x[i];
+			q->a[i][j] += w * x[i] * x[j];
+		q->b[i] += w * x[i] * y;
+		q->xx[i] += w * x[i] * x[i];
 	}
-	q->n++;
+	q->n += w;
 }
 
 /* The normal equations with the ridge: (X'X + L) beta = X'y + L prior,
@@ -142,21 +142,28 @@ static bool bad(double v)
 	return !isfinite(v) || v < 0;
 }
 
-enum fg_calib_verdict fg_calib_add_step(struct fg_calib *c, uint64_t now_ns, double batch,
-					double context, double prefill_tokens, double step_s)
+static enum fg_calib_verdict check_step(const struct fg_calib *c, double batch, double context,
+				       double prefill_tokens, double step_s)
 {
 	if (bad(batch) || bad(context) || bad(prefill_tokens) || bad(step_s) || !(step_s > 0) ||
-	    !(batch >= 1)) {
-		c->rejected++;
+	    !(batch >= 1))
 		return FG_CALIB_BAD_NUMBER;
-	}
 	/* a longer step is a stall; more KV or prompt than the pool holds is
 	 * the caller's bookkeeping gone wrong */
 	double pool = c->assumed.kv_pool_tokens > 0 ? c->assumed.kv_pool_tokens : INFINITY;
 	if (step_s > FG_CALIB_MAX_STEP_S || batch > 1e6 || context > 4 * pool ||
-	    prefill_tokens > 4 * pool) {
-		c->rejected++;
+	    prefill_tokens > 4 * pool)
 		return FG_CALIB_OUT_OF_RANGE;
+	return FG_CALIB_TAKEN;
+}
+
+enum fg_calib_verdict fg_calib_add_step(struct fg_calib *c, uint64_t now_ns, double batch,
+					double context, double prefill_tokens, double step_s)
+{
+	enum fg_calib_verdict v = check_step(c, batch, context, prefill_tokens, step_s);
+	if (v != FG_CALIB_TAKEN) {
+		c->rejected++;
+		return v;
 	}
 	struct fg_calib_step *o = &c->win[(c->head + c->len) % FG_CALIB_WINDOW];
 	if (c->len == FG_CALIB_WINDOW)
@@ -168,6 +175,34 @@ enum fg_calib_verdict fg_calib_add_step(struct fg_calib *c, uint64_t now_ns, dou
 	return FG_CALIB_TAKEN;
 }
 
+enum fg_calib_verdict fg_calib_add_interval(struct fg_calib *c, uint64_t now_ns,
+					    enum fg_calib_source src, double batch,
+					    double context, double prefill_tokens, double step_s)
+{
+	enum fg_calib_verdict v = check_step(c, batch, context, prefill_tokens, step_s);
+	if (v == FG_CALIB_TAKEN && src != FG_CALIB_SRC_ENGINE_DECODE &&
+	    src != FG_CALIB_SRC_ENGINE_PREFILL)
+		v = FG_CALIB_BAD_NUMBER;
+	if (v != FG_CALIB_TAKEN) {
+		c->irejected++;
+		return v;
+	}
+	uint32_t at = (c->ihead + c->ilen) % FG_CALIB_IWINDOW;
+	if (c->ilen == FG_CALIB_IWINDOW)
+		c->ihead = (c->ihead + 1) % FG_CALIB_IWINDOW;
+	else
+		c->ilen++;
+	c->iwin[at] = (struct fg_calib_step){ now_ns, batch, context, prefill_tokens, step_s };
+	c->isrc[at] = (uint8_t)src;
+	c->itaken[src]++;
+	return FG_CALIB_TAKEN;
+}
+
+void fg_calib_drop_intervals(struct fg_calib *c)
+{
+	c->ihead = c->ilen = 0;
+}
+
 static void drop_old(struct fg_calib *c, uint64_t now_ns)
 {
 	uint64_t horizon = now_ns > FG_CALIB_WINDOW_NS ? now_ns - FG_CALIB_WINDOW_NS : 0;
@@ -176,6 +211,52 @@ static void drop_old(struct fg_calib *c, uint64_t now_ns)
 		c->head = (c->head + 1) % FG_CALIB_WINDOW;
 		c->len--;
 	}
+	while (c->ilen && c->iwin[c->ihead].at_ns < horizon) {
+		c->ihead = (c->ihead + 1) % FG_CALIB_IWINDOW;
+		c->ilen--;
+	}
+}
+
+/* Observation i of both windows (the streams' steps, then the engine's
+ * intervals), its source and its weight. */
+struct rows {
+	const struct fg_calib *c;
+	double w[FG_CALIB_SOURCES];
+};
+
+static const struct fg_calib_step *row_at(const struct rows *r, uint32_t i,
+					  enum fg_calib_source *src)
+{
+	const struct fg_calib *c = r->c;
+
+	if (i < c->len) {
+		*src = FG_CALIB_SRC_STREAM;
+		return &c->win[(c->head + i) % FG_CALIB_WINDOW];
+	}
+	uint32_t k = (c->ihead + i - c->len) % FG_CALIB_IWINDOW;
+	*src = (enum fg_calib_source)c->isrc[k];
+	return &c->iwin[k];
+}
+
+/* An engine interval is the mean of many steps: as the minimum of each
+ * source is worth as much, one counts as this many steps (the ridge is
+ * one step's worth, which must not outweigh a few dozen intervals). */
+#define INTERVAL_WORTH ((double)FG_CALIB_MIN_STEPS / (2.0 * FG_CALIB_MIN_INTERVALS))
+
+/* Each source's share of the fit: half, scaled down while it has fewer
+ * observations than it would need alone, the two then normalised; the
+ * observations of a source share its part of the total worth. */
+static void weigh(struct rows *r, uint32_t n_stream, uint32_t n_engine, double *share)
+{
+	double s = 0.5 * fmin(1.0, (double)n_stream / FG_CALIB_MIN_STEPS);
+	double e = 0.5 * fmin(1.0, (double)n_engine / (2.0 * FG_CALIB_MIN_INTERVALS));
+	double total = n_stream + n_engine * INTERVAL_WORTH;
+
+	share[0] = s + e > 0 ? s / (s + e) : 0;
+	share[1] = s + e > 0 ? e / (s + e) : 0;
+	r->w[FG_CALIB_SRC_STREAM] = n_stream ? share[0] * total / n_stream : 0;
+	r->w[FG_CALIB_SRC_ENGINE_DECODE] = r->w[FG_CALIB_SRC_ENGINE_PREFILL] =
+		n_engine ? share[1] * total / n_engine : 0;
 }
 
 static void row(const struct fg_calib_step *o, double *x)
@@ -196,7 +277,7 @@ static double predict(const double *beta, const double *x)
 }
 
 /* scratch for residuals: one fit at a time (the gateway's loop thread) */
-static double resid[FG_CALIB_WINDOW];
+static double resid[FG_CALIB_WINDOW + FG_CALIB_IWINDOW];
 
 /* Fit, trim past TRIM_MADS, fit again; the residuals' rms and counts into f. */
 static int fit_window(const struct fg_calib *c, const double *prior, const double *floor_sq,
@@ -204,41 +285,51 @@ static int fit_window(const struct fg_calib *c, const double *prior, const doubl
 {
 	double x[TERMS], cut = INFINITY;
 	struct lsq q;
+	struct rows rs = { .c = c };
+	uint32_t n = c->len + c->ilen;
+	enum fg_calib_source src;
 
+	weigh(&rs, c->len, c->ilen, f->weight_share);
 	for (int pass = 0; pass < 2; pass++) {
 		memset(&q, 0, sizeof(q));
-		for (uint32_t i = 0; i < c->len; i++) {
-			const struct fg_calib_step *o = &c->win[(c->head + i) % FG_CALIB_WINDOW];
+		for (uint32_t i = 0; i < n; i++) {
+			const struct fg_calib_step *o = row_at(&rs, i, &src);
 			row(o, x);
 			if (fabs(o->step_s - predict(beta, x)) <= cut)
-				lsq_add(&q, x, o->step_s);
+				lsq_add(&q, x, o->step_s, rs.w[src]);
 		}
 		if (lsq_solve(&q, prior, floor_sq, beta))
 			return -1;
 		if (pass)
 			break;
-		for (uint32_t i = 0; i < c->len; i++) {
-			const struct fg_calib_step *o = &c->win[(c->head + i) % FG_CALIB_WINDOW];
+		for (uint32_t i = 0; i < n; i++) {
+			const struct fg_calib_step *o = row_at(&rs, i, &src);
 			row(o, x);
 			resid[i] = fabs(o->step_s - predict(beta, x));
 		}
-		qsort(resid, c->len, sizeof(*resid), cmp_double);
-		cut = TRIM_MADS * resid[c->len / 2];
+		qsort(resid, n, sizeof(*resid), cmp_double);
+		cut = TRIM_MADS * resid[n / 2];
 	}
-	double ss = 0;
+	double ss = 0, ws = 0;
 	f->n_steps = f->n_prefill_steps = 0;
-	for (uint32_t i = 0; i < c->len; i++) {
-		const struct fg_calib_step *o = &c->win[(c->head + i) % FG_CALIB_WINDOW];
+	memset(f->used, 0, sizeof(f->used));
+	for (uint32_t i = 0; i < n; i++) {
+		const struct fg_calib_step *o = row_at(&rs, i, &src);
 		row(o, x);
 		double r = o->step_s - predict(beta, x);
 		if (fabs(r) > cut)
 			continue;
-		ss += r * r;
-		f->n_steps++;
-		f->n_prefill_steps += o->prefill_tokens > 0;
+		ss += rs.w[src] * r * r;
+		ws += rs.w[src];
+		f->used[src]++;
+		if (src == FG_CALIB_SRC_STREAM) {
+			f->n_steps++;
+			f->n_prefill_steps += o->prefill_tokens > 0;
+		}
 	}
-	f->trimmed = c->len - f->n_steps;
-	f->rms_s = f->n_steps ? sqrt(ss / f->n_steps) : 0;
+	f->trimmed = n - f->n_steps - f->used[FG_CALIB_SRC_ENGINE_DECODE] -
+		     f->used[FG_CALIB_SRC_ENGINE_PREFILL];
+	f->rms_s = ws > 0 ? sqrt(ss / ws) : 0;
 	double se[TERMS];
 	lsq_std_errors(&q, prior, floor_sq, f->rms_s, se);
 	f->step_fixed_se_s = se[0];
@@ -263,16 +354,23 @@ const struct fg_calib_fit *fg_calib_refit(struct fg_calib *c, uint64_t now_ns)
 	double floor_sq[TERMS] = { 1e-6, 1e-6 * batch * batch, 1e-6 * ctx * ctx,
 				   1e-6 * (double)a->ref_context * a->ref_context };
 	double beta[TERMS] = { fixed0, 0, per_ctx0, a->prompt_token_s };
-	uint32_t prefilled = 0;
+	uint32_t prefilled = 0, intervals[FG_CALIB_SOURCES] = { 0 };
 
 	drop_old(c, now_ns);
 	for (uint32_t i = 0; i < c->len; i++)
 		prefilled += c->win[(c->head + i) % FG_CALIB_WINDOW].prefill_tokens > 0;
+	for (uint32_t i = 0; i < c->ilen; i++)
+		intervals[c->isrc[(c->ihead + i) % FG_CALIB_IWINDOW]]++;
+	bool streams_fit = c->len >= FG_CALIB_MIN_STEPS && prefilled >= FG_CALIB_MIN_PREFILLS;
+	bool engine_fits = intervals[FG_CALIB_SRC_ENGINE_DECODE] >= FG_CALIB_MIN_INTERVALS &&
+			   intervals[FG_CALIB_SRC_ENGINE_PREFILL] >= FG_CALIB_MIN_INTERVALS;
 	f.cm = *a;
-	if (c->len < FG_CALIB_MIN_STEPS || prefilled < FG_CALIB_MIN_PREFILLS ||
-	    fit_window(c, prior, floor_sq, beta, &f)) {
+	if ((!streams_fit && !engine_fits) || fit_window(c, prior, floor_sq, beta, &f)) {
 		f.n_steps = c->len;
 		f.n_prefill_steps = prefilled;
+		f.used[FG_CALIB_SRC_STREAM] = c->len;
+		f.used[FG_CALIB_SRC_ENGINE_DECODE] = intervals[FG_CALIB_SRC_ENGINE_DECODE];
+		f.used[FG_CALIB_SRC_ENGINE_PREFILL] = intervals[FG_CALIB_SRC_ENGINE_PREFILL];
 		c->fit = f;
 		return &c->fit;
 	}

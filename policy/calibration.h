@@ -19,6 +19,14 @@
  * (fg_cost_model_calibrated): every price follows from it with
  * cost_model.c's formulas.
  *
+ * A second source feeds the same fit: the engine's own timing histograms
+ * read between two scrapes (policy/calib_hist.c), each interval a mean
+ * step (fg_calib_add_interval) of the mean batch, context and prefill of
+ * the steps it covers. It sees what the streams cannot (non-streamed
+ * traffic). Neither source can swamp the other: each carries at most half
+ * the fit's weight, and less while it has fewer observations than it
+ * needs on its own to fit (FG_CALIB_MIN_STEPS, FG_CALIB_MIN_INTERVALS).
+ *
  * Pure: the caller gives the clock.
  */
 #ifndef FAIRGATE_CALIBRATION_H
@@ -38,6 +46,17 @@
 /* A term whose standard error is above this share of its value is not
  * measured well enough to price by (calib_follow.c holds it). */
 #define FG_CALIB_MAX_REL_SE 0.10
+#define FG_CALIB_IWINDOW 512          /* engine-histogram intervals kept (same 5 minutes) */
+/* of each kind (decode, prefill) before the histograms alone are a fit */
+#define FG_CALIB_MIN_INTERVALS 5
+
+/* Where an observation came from, as status and metrics count them. */
+enum fg_calib_source {
+	FG_CALIB_SRC_STREAM = 0,     /* a step seen in the relayed streams */
+	FG_CALIB_SRC_ENGINE_DECODE,  /* an interval's mean inter-token time */
+	FG_CALIB_SRC_ENGINE_PREFILL, /* an interval's mean prefill time */
+	FG_CALIB_SOURCES
+};
 
 enum fg_calib_verdict {
 	FG_CALIB_TAKEN = 0,
@@ -55,6 +74,8 @@ struct fg_calib_fit {
 	bool bounded;               /* a term hit FG_CALIB_BOX */
 	uint32_t n_steps, n_prefill_steps; /* used (after trimming) */
 	uint32_t trimmed;           /* outliers dropped from this fit */
+	uint32_t used[FG_CALIB_SOURCES]; /* observations used, by source (after trimming) */
+	double weight_share[2];     /* of the fit's weight: the streams', the engine's */
 	double prompt_token_s;
 	double step_fixed_s, step_per_seq_s, step_per_context_s;
 	double rms_s;               /* of the residuals used */
@@ -72,6 +93,11 @@ struct fg_calib {
 	struct fg_calib_step win[FG_CALIB_WINDOW];
 	uint32_t head, len;
 	uint64_t taken, rejected;
+	/* the engine-histogram intervals, the second source */
+	struct fg_calib_step iwin[FG_CALIB_IWINDOW];
+	uint8_t isrc[FG_CALIB_IWINDOW]; /* enum fg_calib_source of each */
+	uint32_t ihead, ilen;
+	uint64_t itaken[FG_CALIB_SOURCES], irejected;
 	struct fg_calib_fit fit;
 };
 
@@ -84,6 +110,17 @@ void fg_calib_set_assumed(struct fg_calib *c, const struct fg_cost_model *assume
  * beside them, took step_s. */
 enum fg_calib_verdict fg_calib_add_step(struct fg_calib *c, uint64_t now_ns, double batch,
 					double context, double prefill_tokens, double step_s);
+
+/* One engine-histogram interval (FG_CALIB_SRC_ENGINE_*): its steps took
+ * step_s on average, with `batch` sequences, `context` KV tokens between
+ * them and `prefill_tokens` uncached prompt tokens each. The same checks
+ * as a step. */
+enum fg_calib_verdict fg_calib_add_interval(struct fg_calib *c, uint64_t now_ns,
+					    enum fg_calib_source src, double batch,
+					    double context, double prefill_tokens, double step_s);
+
+/* The engine intervals leave the window (they were on another clock). */
+void fg_calib_drop_intervals(struct fg_calib *c);
 
 /* Fit the window as of now_ns (older steps leave it). */
 const struct fg_calib_fit *fg_calib_refit(struct fg_calib *c, uint64_t now_ns);

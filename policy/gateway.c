@@ -28,13 +28,13 @@ static void setup_tenant(struct fg_gateway *gw, uint32_t id, uint64_t now_ns, bo
 	fg_kv_set_cap(&gw->kv, id, gw->kv_caps ? tier->kv_cap_tokens : 0);
 }
 
-/* The reservation follows the policy and the gateway's cost model; the KV
+/* The reservation follows the policy and the gateway's step model; the KV
  * ledger keeps its holders' memory out of others' reach. */
 static void setup_tpot(struct fg_gateway *gw)
 {
 	const struct fg_policy *p = gw->policy;
 
-	fg_tpot_configure(&gw->tpot, &gw->cm, p);
+	fg_tpot_configure(&gw->tpot, &gw->step_cm, p);
 	memset(gw->kv.protect, 0, gw->kv.slots * sizeof(*gw->kv.protect));
 	for (uint32_t i = 0; i < gw->n_tenants; i++)
 		gw->kv.protect[i] = fg_tpot_is_holder(&gw->tpot, i);
@@ -98,6 +98,7 @@ int fg_gw_init(struct fg_gateway *gw, const struct fg_policy *p, uint64_t step_t
 	gw->policy = p;
 	gw->kv_caps = true;
 	fg_cost_model_init_policy(&gw->cm, p);
+	gw->step_cm = gw->cm;
 	/* One engine step, in prefill tokens of the same replica time: the
 	 * reference decode step. "Two steps of work" is then ~28 ms on the seed's
 	 * replica, shallow enough that FCFS inside the engine cannot undo the
@@ -505,7 +506,7 @@ static enum fg_fq_verdict may_go(const struct fg_fq_item *item, void *ctx)
 			.holders_tokens = gw->kv.protected_reserved,
 			.pending_prefill = gw->ew.pending_tokens,
 		};
-		if (fg_tpot_check(&gw->tpot, &gw->cm, r->tenant, sequences_of(r), r->kv_tokens,
+		if (fg_tpot_check(&gw->tpot, &gw->step_cm, r->tenant, sequences_of(r), r->kv_tokens,
 				  r->prefill_tokens, &b) == FG_TPOT_GO)
 			return FG_FQ_GO;
 		/* the batch is at the size its step stays within the target */
@@ -737,10 +738,15 @@ uint64_t fg_gw_deny_until(struct fg_gateway *gw, uint32_t tenant, uint64_t now_n
 void fg_gw_set_cost_model(struct fg_gateway *gw, const struct fg_cost_model *cm)
 {
 	gw->cm = *cm;
-	/* (calibration calls this every second): the holders are the
+}
+
+void fg_gw_set_step_model(struct fg_gateway *gw, const struct fg_cost_model *cm)
+{
+	gw->step_cm = *cm;
+	/* (calibration may call this every second): the holders are the
 	 * policy's, so only the cap and the reserve move, no walk over tenants */
 	if (gw->policy) { /* no policy yet, no TPOT tier to follow it */
-		fg_tpot_recost(&gw->tpot, &gw->cm);
+		fg_tpot_recost(&gw->tpot, &gw->step_cm);
 		fg_kv_set_reserve(&gw->kv, gw->tpot.reserve_tokens);
 	}
 }
@@ -801,6 +807,7 @@ void fg_gw_reload_commit(struct fg_gateway *gw, struct fg_gw_tenant_state *now, 
 	 * peaks) carry over as they are: the engine did not change. */
 	gw->policy = p;
 	fg_cost_model_init_policy(&gw->cm, p);
+	gw->step_cm = gw->cm;
 	gw->ew.steps = p->agent.engine_queue_steps > 0 ? p->agent.engine_queue_steps : 2;
 	gw->kv.node_reserved = was.kv.node_reserved;
 	gw->peaks.cur_node = was.peaks.cur_node;

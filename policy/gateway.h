@@ -108,7 +108,10 @@ struct fg_gw_tenant {
 
 struct fg_gateway {
 	const struct fg_policy *policy;
-	struct fg_cost_model cm;
+	struct fg_cost_model cm;      /* what every price is charged on */
+	/* what the TPOT cap is sized on: the policy's, or under calibration
+	 * `on` the measured step at once (fg_gw_set_step_model) */
+	struct fg_cost_model step_cm;
 	/* Per-tenant state, by tenant id, for the n_tenants the policy had at
 	 * init or the last reload (a policy grown in place is not seen before
 	 * fg_gw_reload: its new ids are refused as unknown until then). */
@@ -158,9 +161,15 @@ int fg_gw_reload_prepare(const struct fg_gateway *gw, const struct fg_policy *p,
 			 struct fg_gw_tenant_state *next);
 void fg_gw_reload_commit(struct fg_gateway *gw, struct fg_gw_tenant_state *next, uint64_t now_ns);
 void fg_gw_reload_cancel(struct fg_gw_tenant_state *next);
-/* Prices from another cost model (calibration under `on`): the TPOT
- * reservation's batch cap and KV reserve follow it at once. */
+/* Prices from another cost model (calibration under `on`, moving at a
+ * bounded rate so a bill never jumps). The TPOT cap does not follow it. */
 void fg_gw_set_cost_model(struct fg_gateway *gw, const struct fg_cost_model *cm);
+/* The step model the TPOT reservation's batch cap and KV reserve are sized
+ * on, recomputed at once: the measured one under calibration `on` (a cap
+ * sized on a model faster than the engine breaks the SLO for as long as
+ * the prices take to follow), the policy's otherwise. fg_gw_init and
+ * fg_gw_reload set it to the policy's. */
+void fg_gw_set_step_model(struct fg_gateway *gw, const struct fg_cost_model *cm);
 
 /* Whether asking the engine for the prompt's exact count could change what
  * fg_gw_admit decides: the estimate lies between "certainly fits" (the most

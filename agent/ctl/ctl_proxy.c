@@ -162,15 +162,16 @@ static json_t *scheduling_json(struct fg_proxy *px)
 	const struct fg_tpot_reserve *t = &gw->tpot;
 	if (sc && fg_tpot_active(t))
 		json_object_set_new(sc, "tpot", json_pack(
-			"{s:f, s:I, s:I, s:I, s:I, s:I, s:f}", "target_ms", t->target_s * 1e3,
+			"{s:f, s:I, s:I, s:I, s:I, s:I, s:f, s:s}", "target_ms", t->target_s * 1e3,
 			"cap_tokens", (json_int_t)t->cap_tokens,
 			"reserve_tokens", (json_int_t)t->reserve_tokens,
 			"sequences", (json_int_t)t->sequences,
 			"context_tokens", (json_int_t)gw->kv.node_reserved,
 			"holders_tokens", (json_int_t)gw->kv.protected_reserved,
-			"modeled_step_ms", 1e3 * fg_batch_step_s(&gw->cm, t->sequences,
+			"modeled_step_ms", 1e3 * fg_batch_step_s(&gw->step_cm, t->sequences,
 								 (double)gw->kv.node_reserved,
-								 (double)gw->ew.pending_tokens)));
+								 (double)gw->ew.pending_tokens),
+			"step_model", px->calib && px->calib->step_measured ? "measured" : "assumed"));
 	return sc;
 }
 
@@ -213,6 +214,28 @@ static json_t *calibration_json(const struct fg_proxy *px)
 			      "sharp_changes", (json_int_t)pc->sharp_changes,
 			      "assumed", model_json(&c->assumed, &c->assumed, r),
 			      "charged", model_json(&px->gw->cm, &c->assumed, r));
+	/* which sources fed the fit: the streams' steps and the engine's
+	 * histogram intervals (policy/calib_hist.h) */
+	const struct fg_calib_hist *h = &pc->hist;
+	if (o)
+		json_object_set_new(
+			o, "sources",
+			json_pack("{s:{s:I, s:i, s:i, s:f}, s:{s:I, s:I, s:i, s:i, s:i, s:i, s:f,"
+				  " s:I, s:I, s:I, s:I, s:b, s:I}}",
+				  "streams", "taken", (json_int_t)c->taken, "in_window", (int)c->len,
+				  "used", (int)f->used[FG_CALIB_SRC_STREAM], "weight_share",
+				  f->weight_share[0],
+				  "engine", "decode_taken",
+				  (json_int_t)h->observed[FG_CALIB_SRC_ENGINE_DECODE],
+				  "prefill_taken",
+				  (json_int_t)h->observed[FG_CALIB_SRC_ENGINE_PREFILL], "in_window",
+				  (int)c->ilen, "decode_used", (int)f->used[FG_CALIB_SRC_ENGINE_DECODE],
+				  "prefill_used", (int)f->used[FG_CALIB_SRC_ENGINE_PREFILL],
+				  "intervals", (int)h->intervals, "weight_share", f->weight_share[1],
+				  "refused", (json_int_t)h->refused, "resets", (json_int_t)h->resets,
+				  "sparse", (json_int_t)h->sparse, "rejected",
+				  (json_int_t)c->irejected, "apart_from_streams", pc->engine_apart,
+				  "paused_intervals", (json_int_t)h->paused_intervals));
 	if (o && pc->engine_itl_s > 0)
 		json_object_set_new(o, "inter_token_ms",
 				    json_pack("{s:f, s:f}", "engine", pc->engine_itl_s * 1e3, "proxy",

@@ -2,6 +2,7 @@
 #include <errno.h>
 #include <http_parser.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,10 +39,50 @@ static bool name_is(const char *p, size_t n, const char *name)
 	return strlen(name) == n && !memcmp(p, name, n);
 }
 
+/* The cumulative figures calibration reads, each with the bit of
+ * struct fg_engine_totals it fills (a pair's two halves must both be there). */
+struct total_name {
+	const char *name;
+	size_t offset;
+	unsigned bit;  /* FG_ET_* */
+	unsigned half; /* 1 or 2 of a pair, 3 alone */
+};
+
+#define TOTAL(n, field, bit, half) { n, offsetof(struct fg_engine_totals, field), bit, half }
+static const struct total_name total_names[] = {
+	TOTAL("vllm:inter_token_latency_seconds_sum", itl_sum, FG_ET_ITL, 1),
+	TOTAL("vllm:inter_token_latency_seconds_count", itl_count, FG_ET_ITL, 2),
+	TOTAL("vllm:request_prefill_time_seconds_sum", prefill_sum, FG_ET_PREFILL, 1),
+	TOTAL("vllm:request_prefill_time_seconds_count", prefill_count, FG_ET_PREFILL, 2),
+	TOTAL("vllm:request_prompt_tokens_sum", prompt_len_sum, FG_ET_PROMPT_LEN, 1),
+	TOTAL("vllm:request_prompt_tokens_count", prompt_len_count, FG_ET_PROMPT_LEN, 2),
+	TOTAL("vllm:request_generation_tokens_sum", gen_len_sum, FG_ET_GEN_LEN, 1),
+	TOTAL("vllm:request_generation_tokens_count", gen_len_count, FG_ET_GEN_LEN, 2),
+	TOTAL("vllm:iteration_tokens_total_count", iterations, FG_ET_ITERATIONS, 3),
+	TOTAL("vllm:prompt_tokens_total", prompt_tokens, FG_ET_TOKENS, 1),
+	TOTAL("vllm:generation_tokens_total", generation_tokens, FG_ET_TOKENS, 2),
+	TOTAL("vllm:prefix_cache_hits_total", cache_hits, FG_ET_CACHE, 1),
+	TOTAL("vllm:prefix_cache_queries_total", cache_queries, FG_ET_CACHE, 2),
+};
+#define N_TOTALS (sizeof(total_names) / sizeof(*total_names))
+#define N_PAIRS 8 /* distinct bits, FG_ET_ITL .. FG_ET_CACHE as 1 << 0 .. 6 */
+
+static int bit_index(unsigned bit)
+{
+	int i = 0;
+
+	while (bit > 1) {
+		bit >>= 1;
+		i++;
+	}
+	return i;
+}
+
 void fg_engine_metrics_parse(const char *text, size_t len, struct fg_engine_metrics *out)
 {
 	const char *p = text, *end = text + len;
-	unsigned itl = 0;
+	unsigned halves[N_PAIRS] = { 0 }, tpot = 0;
+	double tpot_sum = 0, tpot_count = 0;
 
 	memset(out, 0, sizeof(*out));
 	while (p < end) {
@@ -90,20 +131,41 @@ void fg_engine_metrics_parse(const char *text, size_t len, struct fg_engine_metr
 							out->kv_usage = v;
 						out->found |= 8;
 					} else if (name_is(name, name_len,
-							   "vllm:inter_token_latency_seconds_sum")) {
-						out->itl_sum += v;
-						itl |= 1;
+							   "vllm:time_per_output_token_seconds_sum")) {
+						tpot_sum += v;
+						tpot |= 1;
 					} else if (name_is(name, name_len,
-							   "vllm:inter_token_latency_seconds_count")) {
-						out->itl_count += v;
-						itl |= 2;
+							   "vllm:time_per_output_token_seconds_count")) {
+						tpot_count += v;
+						tpot |= 2;
+					} else {
+						for (size_t k = 0; k < N_TOTALS; k++) {
+							const struct total_name *t = &total_names[k];
+							if (!name_is(name, name_len, t->name))
+								continue;
+							*(double *)((char *)&out->totals + t->offset) += v;
+							halves[bit_index(t->bit)] |= t->half;
+							break;
+						}
 					}
 				}
 			}
 		}
 		p = eol + 1;
 	}
-	if (itl == 3)
+	for (size_t k = 0; k < N_TOTALS; k++) {
+		unsigned bit = total_names[k].bit;
+		if (halves[bit_index(bit)] == 3)
+			out->totals.have |= bit;
+	}
+	/* the deprecated name stands in only where the new one is missing
+	 * (0.11 exports both, the same histogram) */
+	if (!(out->totals.have & FG_ET_ITL) && tpot == 3) {
+		out->totals.itl_sum = tpot_sum;
+		out->totals.itl_count = tpot_count;
+		out->totals.have |= FG_ET_ITL;
+	}
+	if (out->totals.have & FG_ET_ITL)
 		out->found |= 16;
 }
 

@@ -4,8 +4,9 @@
  * _waiting against what was sent (policy/engine_window.h), which is how a
  * non-streamed request is known to have started; a rising
  * vllm:num_preemptions_total is an alarm: recompute is the platform's cost;
- * the inter-token latency histogram's sum and count cross-check the engine
- * steps calibration observes (agent/proxy/calib_observer.c).
+ * the timing histograms and token counters are calibration's second source
+ * (policy/calib_hist.h) and cross-check the engine steps it observes in
+ * the streams (agent/proxy/calib_observer.c).
  * One GET at a time on the agent's loop, the next one a period after the
  * last one began (never two at once); one that has not finished within
  * FG_SCRAPE_TIMEOUT_NS is dropped and counted as a failure.
@@ -20,6 +21,7 @@
 
 #include "lib/event_loop.h"
 #include "lib/secret_file.h"
+#include "policy/calib_hist.h"
 #include "policy/policy.h"
 
 struct fg_engine_metrics {
@@ -27,11 +29,12 @@ struct fg_engine_metrics {
 	double running;        /* vllm:num_requests_running */
 	double preemptions;    /* vllm:num_preemptions_total */
 	double kv_usage;       /* vllm:kv_cache_usage_perc (max over engines) */
-	/* vllm:inter_token_latency_seconds' _sum and _count (a histogram,
-	 * summed over label sets): their deltas are the engine's own mean
-	 * time between a sequence's tokens, which calibration's observed
-	 * steps are checked against */
-	double itl_sum, itl_count;
+	/* the timing histograms' _sum and _count and the token counters
+	 * (policy/calib_hist.h: which ones; summed over label sets), read as
+	 * deltas by calibration. The inter-token latency is
+	 * vllm:inter_token_latency_seconds, or vllm:time_per_output_token_seconds
+	 * from an engine that has only that (before 0.11) */
+	struct fg_engine_totals totals;
 	unsigned found;        /* bit per metric seen: 1 waiting, 2 running, 4 preemptions, 8 kv,
 				* 16 the inter-token histogram's sum and count */
 	uint64_t asked_ns;     /* when the request was written: the counts are no older */

@@ -1,6 +1,7 @@
 /* calib_observer.c — see calib_observer.h. */
 #include "agent/proxy/calib_observer.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,12 +17,28 @@ struct fg_pcal *fg_pcal_new(const struct fg_policy *p, const struct fg_cost_mode
 	pc->prev.broken = true; /* nothing before the first group */
 	fg_calib_init(&pc->fit, assumed);
 	fg_calib_follow_init(&pc->follow, assumed, now_ns);
+	fg_calib_hist_init(&pc->hist);
 	return pc;
 }
 
 void fg_pcal_free(struct fg_pcal *pc)
 {
 	free(pc);
+}
+
+/* The TPOT cap's step model: under `on` the measured step as soon as the
+ * fit is valid, with no follow (a cap on a model faster than the engine
+ * breaks the SLO while prices catch up); else the policy's, which
+ * fg_gw_reload put in gw->cm. */
+static void set_step_model(struct fg_pcal *pc, struct fg_gateway *gw)
+{
+	bool measured = pc->mode == FG_CALIB_ON && pc->fit.fit.valid;
+
+	if (measured)
+		fg_gw_set_step_model(gw, &pc->fit.fit.cm);
+	else if (pc->step_measured)
+		fg_gw_set_step_model(gw, &pc->fit.assumed);
+	pc->step_measured = measured;
 }
 
 void fg_pcal_apply_policy(struct fg_pcal *pc, const struct fg_policy *p, struct fg_gateway *gw,
@@ -31,13 +48,17 @@ void fg_pcal_apply_policy(struct fg_pcal *pc, const struct fg_policy *p, struct 
 	if (new_engine || pc->mode == FG_CALIB_OFF) {
 		fg_calib_init(&pc->fit, &gw->cm);
 		fg_calib_follow_init(&pc->follow, &gw->cm, now_ns);
+		fg_calib_hist_init(&pc->hist);
 		pc->cur.broken = true;
 	} else {
 		fg_calib_set_assumed(&pc->fit, &gw->cm);
 		fg_calib_follow_set_assumed(&pc->follow, &gw->cm);
 	}
-	if (pc->mode == FG_CALIB_ON)
+	if (pc->mode == FG_CALIB_ON) {
 		fg_gw_set_cost_model(gw, &pc->follow.applied);
+		fg_calib_refit(&pc->fit, now_ns); /* the measured on the new policy's model */
+	}
+	set_step_model(pc, gw);
 }
 
 /* The group `cur` is complete: observe it if nothing made it ambiguous.
@@ -150,6 +171,10 @@ void fg_pcal_engine_itl(struct fg_pcal *pc, double sum, double count)
 		pc->engine_itl_s = (sum - pc->engine_at_scrape[0]) / (count - pc->engine_at_scrape[1]);
 		double n = pc->gap_tokens - pc->seen_at_scrape[1];
 		pc->proxy_itl_s = n > 0 ? (pc->gap_token_s - pc->seen_at_scrape[0]) / n : 0;
+		/* the verdict stands until the streams give another one */
+		if (pc->proxy_itl_s > 0 && pc->engine_itl_s > 0)
+			pc->engine_apart =
+				fabs(pc->proxy_itl_s / pc->engine_itl_s - 1) > FG_PCAL_CLOCK_APART;
 	} else if (!(count >= pc->engine_at_scrape[1])) {
 		pc->engine_itl_s = pc->proxy_itl_s = 0; /* the engine restarted */
 	}
@@ -163,6 +188,31 @@ void fg_pcal_engine_itl(struct fg_pcal *pc, double sum, double count)
 	pc->have_scrape = true;
 }
 
+void fg_pcal_finished(struct fg_pcal *pc, double prompt_tokens, double completion_tokens)
+{
+	if (!(prompt_tokens >= 0) || !(completion_tokens > 0) || !isfinite(prompt_tokens) ||
+	    !isfinite(completion_tokens))
+		return;
+	pc->ended_output_tokens += completion_tokens;
+	pc->ended_context_tokens += completion_tokens * (prompt_tokens + completion_tokens / 2);
+}
+
+void fg_pcal_engine_totals(struct fg_pcal *pc, const struct fg_engine_totals *t, double running,
+			   uint64_t asked_ns)
+{
+	if (pc->mode == FG_CALIB_OFF)
+		return;
+	struct fg_engine_totals with = *t;
+	with.gw_output_tokens = pc->ended_output_tokens;
+	with.gw_context_tokens = pc->ended_context_tokens;
+	with.have |= FG_ET_GW_CONTEXT;
+	/* off the gateway's clock: what the histograms gave is dropped too */
+	if (pc->engine_apart && !pc->hist.paused)
+		fg_calib_drop_intervals(&pc->fit);
+	pc->hist.paused = pc->engine_apart;
+	fg_calib_hist_scrape(&pc->hist, &pc->fit, asked_ns, &with, running);
+}
+
 static void log_sharp(const struct fg_pcal *pc, const struct fg_calib_fit *f)
 {
 	const struct fg_cost_model *a = &pc->fit.assumed;
@@ -170,10 +220,12 @@ static void log_sharp(const struct fg_pcal *pc, const struct fg_calib_fit *f)
 	fprintf(stderr,
 		"fairgated: calibration: the engine measures an output weight of %.2f (policy %.2f), "
 		"prompt token %.2f us (policy %.2f), decode step %.2f ms at batch %u (policy %.2f), "
-		"from %u steps (%u prefilling); agent.calibration: %s\n",
+		"from %u steps (%u prefilling) and %u decode and %u prefill intervals of the "
+		"engine's histograms; agent.calibration: %s\n",
 		f->cm.output_weight, a->output_weight, f->cm.prompt_token_s * 1e6,
 		a->prompt_token_s * 1e6, f->cm.decode_step_s * 1e3, a->ref_batch,
 		a->decode_step_s * 1e3, f->n_steps, f->n_prefill_steps,
+		f->used[FG_CALIB_SRC_ENGINE_DECODE], f->used[FG_CALIB_SRC_ENGINE_PREFILL],
 		pc->mode == FG_CALIB_ON ? "on, prices follow (at most 1.25x a minute, within "
 					  "0.5x-2x of the policy's)"
 					: "advise, prices unchanged");
@@ -192,4 +244,5 @@ void fg_pcal_tick(struct fg_pcal *pc, struct fg_gateway *gw, uint64_t now_ns)
 		fg_gw_set_cost_model(gw, &pc->follow.applied);
 	else
 		fg_calib_follow_hold(&pc->follow, now_ns); /* advise charges the policy's */
+	set_step_model(pc, gw);
 }

@@ -28,11 +28,16 @@
 #include <stdint.h>
 
 #include "policy/calib_follow.h"
+#include "policy/calib_hist.h"
 #include "policy/calibration.h"
 #include "policy/gateway.h"
 #include "policy/policy.h"
 
 #define FG_PCAL_CLUSTER_NS 1500000ull /* arrivals this close are one step's */
+/* The engine's mean inter-token time and the streams' this far apart: the
+ * histograms are not on the gateway's clock (a simulator's virtual time)
+ * or the proxy misses steps; the histogram source is then left out. */
+#define FG_PCAL_CLOCK_APART 0.30
 
 enum fg_pcal_state { FG_PCAL_NONE = 0, FG_PCAL_PREFILL, FG_PCAL_DECODE, FG_PCAL_OPAQUE };
 
@@ -55,11 +60,13 @@ struct fg_pcal {
 	enum fg_calib_mode mode;
 	struct fg_calib fit;
 	struct fg_calib_follow follow;
+	struct fg_calib_hist hist;     /* the second source: the engine's histograms */
 	uint32_t n_prefill, n_decode, n_opaque;
 	uint64_t step;                 /* groups seen; cur is number `step` */
 	struct fg_pcal_group cur, prev;
 	uint64_t steps_seen, steps_observed;
 	uint64_t sharp_changes;
+	bool step_measured;            /* the TPOT cap is on the measured step (`on`, a valid fit) */
 	/* the cross-check against the engine's own inter-token latency:
 	 * every step seen, weighted by the tokens it decoded, and the
 	 * engine's histogram, both as of the last two scrapes */
@@ -67,6 +74,9 @@ struct fg_pcal {
 	double seen_at_scrape[2], engine_at_scrape[2]; /* (sum, count) last time */
 	bool have_scrape;
 	double proxy_itl_s, engine_itl_s;     /* means between the last two scrapes; 0 = none */
+	bool engine_apart;             /* the two last compared were FG_PCAL_CLOCK_APART apart */
+	/* the requests that ended with usage: calib_hist.h's gateway books */
+	double ended_output_tokens, ended_context_tokens;
 };
 
 struct fg_pcal *fg_pcal_new(const struct fg_policy *p, const struct fg_cost_model *assumed,
@@ -93,7 +103,19 @@ void fg_pcal_end(struct fg_pcal *pc, struct fg_pcal_req *q);
  * the steps the proxy saw, are compared. */
 void fg_pcal_engine_itl(struct fg_pcal *pc, double sum, double count);
 
-/* Once a second: refit; under `on`, move gw->cm. Logs a sharp change once. */
+/* A request ended with the engine's usage: its prompt and output tokens,
+ * for the histogram source's context (policy/calib_hist.h). */
+void fg_pcal_finished(struct fg_pcal *pc, double prompt_tokens, double completion_tokens);
+
+/* The engine's timing histograms and token counters as scraped (counts
+ * as of asked_ns), and its running gauge (< 0: none): calibration's
+ * second source (policy/calib_hist.h). */
+void fg_pcal_engine_totals(struct fg_pcal *pc, const struct fg_engine_totals *t, double running,
+			   uint64_t asked_ns);
+
+/* Once a second: refit; under `on`, move gw->cm, and size the TPOT cap on
+ * the measured step at once (fg_gw_set_step_model; the policy's under
+ * off and advise). Logs a sharp change once. */
 void fg_pcal_tick(struct fg_pcal *pc, struct fg_gateway *gw, uint64_t now_ns);
 
 #endif

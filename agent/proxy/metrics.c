@@ -340,6 +340,29 @@ static void calibration_metrics(struct fg_buf *o, const struct fg_proxy *px)
 		      (unsigned long long)pc->steps_observed);
 	fg_buf_printf(o, "fairgate_calibration_steps_total{observed=\"false\"} %llu\n",
 		      (unsigned long long)(pc->steps_seen - pc->steps_observed));
+	help(o, "fairgate_calibration_observations_total", "counter",
+	     "Observations taken into the fit's window, by source: steps seen in the streams, "
+	     "and intervals of the engine's timing histograms (mean inter-token time, mean "
+	     "prefill time).");
+	static const char *const sources[FG_CALIB_SOURCES] = { "streams", "engine_decode",
+							       "engine_prefill" };
+	const struct fg_calib_hist *h = &pc->hist;
+	const uint64_t taken[FG_CALIB_SOURCES] = { pc->fit.taken,
+						   h->observed[FG_CALIB_SRC_ENGINE_DECODE],
+						   h->observed[FG_CALIB_SRC_ENGINE_PREFILL] };
+	for (int i = 0; i < FG_CALIB_SOURCES; i++)
+		fg_buf_printf(o, "fairgate_calibration_observations_total{source=\"%s\"} %llu\n",
+			      sources[i], (unsigned long long)taken[i]);
+	help(o, "fairgate_calibration_observations_used", "gauge",
+	     "Observations the current fit used, by source.");
+	for (int i = 0; i < FG_CALIB_SOURCES; i++)
+		fg_buf_printf(o, "fairgate_calibration_observations_used{source=\"%s\"} %u\n",
+			      sources[i], f->used[i]);
+	help(o, "fairgate_calibration_engine_resets_total", "counter",
+	     "Times the engine's counters went back between scrapes (a restart): that interval "
+	     "was dropped.");
+	fg_buf_printf(o, "fairgate_calibration_engine_resets_total %llu\n",
+		      (unsigned long long)h->resets);
 	help(o, "fairgate_calibration_sharp_changes_total", "counter",
 	     "Times the measured output weight moved 20% from the last one reported (each logged once).");
 	fg_buf_printf(o, "fairgate_calibration_sharp_changes_total %llu\n",

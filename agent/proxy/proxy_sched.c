@@ -260,7 +260,8 @@ static void on_engine_metrics(void *ctx, const struct fg_engine_metrics *m)
 	if (m->found & 8)
 		px->engine_kv_usage = m->kv_usage;
 	if (m->found & 16)
-		fg_pcal_engine_itl(px->calib, m->itl_sum, m->itl_count);
+		fg_pcal_engine_itl(px->calib, m->totals.itl_sum, m->totals.itl_count);
+	fg_pcal_engine_totals(px->calib, &m->totals, m->found & 2 ? m->running : -1, m->asked_ns);
 	if (m->found & 4) {
 		double was = px->engine_preemptions_seen;
 		if (px->preemptions_baseline && m->preemptions > was) {

@@ -75,6 +75,8 @@ void fg_exchange_settle(struct fg_client *c, enum fg_outcome o)
 	if (have_usage && u.prompt_tokens > 0)
 		fg_gw_learn(gw, r, x->info.model, u.prompt_tokens);
 	fg_pcal_end(px->calib, &x->pcal);
+	if (have_usage)
+		fg_pcal_finished(px->calib, u.prompt_tokens, u.completion_tokens);
 
 	/* 2. the gateway (policy/gateway.c): the bucket charged for what ran,
 	 * the reservation, KV and engine-window slot released; a stream ended at its first chunk ran its prefill: billed for it */

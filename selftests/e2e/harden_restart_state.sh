@@ -6,7 +6,8 @@
 # full again (at most the refill over the gap), the window is still open in
 # `fairgatectl status` exactly when gate still drops beta's SYNs (with its
 # remaining time and its source, the quota controller), and beta's counters
-# (admitted, units billed) are not back at zero.
+# (admitted, units billed) are not back at zero. Then a request in flight at
+# a second kill is written off, billed as its reservation.
 source "$(dirname "$0")/harden_env.inc"
 need_root "restart state"
 bpffs_ready
@@ -47,5 +48,41 @@ expect_eq "status names the same source" "$(b "$PX_TMP/after.json" deny_source)"
 expect_eq "beta's admitted count is kept" "$(b "$PX_TMP/after.json" admitted)" "$admitted0"
 check "beta's billed units are kept ($(b "$PX_TMP/after.json" units_billed), were $billed0)" \
 	awk -v a="$(b "$PX_TMP/after.json" units_billed)" -v b="$billed0" 'BEGIN { exit !(a >= b - 0.5 && b > 0) }'
+check "no reservation left behind" no_leaked_reservations
+
+# A request in flight at the kill is written off, billed as reserved (its
+# reservation left the bucket at admission; a refund would hand back work
+# the engine may have done). The simulator at real speed keeps alpha's
+# 3,000-token stream running for seconds. (The pinned map keeps reserved
+# units whole: within one unit.)
+px_stop_sim
+px_start_sim --speedup 1
+pctl status --json >"$PX_TMP/w0.json"
+a() { jq -r --arg t alpha ".tenants[] | select(.name == \$t) | .$2" "$1"; }
+pc "$PX_URL/v1/chat/completions" -H "Authorization: Bearer $PX_KEY_A" --max-time 30 \
+	-d '{"messages":[{"role":"user","content":"a long story"}],"max_tokens":3000,"stream":true}' \
+	-o "$PX_TMP/long_stream" &
+stream_pid=$!
+for _ in $(seq 50); do
+	pctl status --json >"$PX_TMP/w1.json"
+	[ "$(a "$PX_TMP/w1.json" inflight)" = 1 ] && break
+	sleep 0.1
+done
+reserved=$(a "$PX_TMP/w1.json" reserved_units)
+expect_eq "alpha's stream is in flight at the kill (reserved $reserved units)" "$(a "$PX_TMP/w1.json" inflight)" 1
+kill -KILL "$PX_AGENT_PID"; wait "$PX_AGENT_PID" 2>/dev/null
+wait "$stream_pid" 2>/dev/null
+hd_gate_agent
+pctl status --json >"$PX_TMP/w2.json"
+expect_eq "restarted: the in-flight request is written off" \
+	"$(a "$PX_TMP/w2.json" written_off)" $(( $(a "$PX_TMP/w0.json" written_off) + 1 ))
+check "  as its reservation ($(a "$PX_TMP/w2.json" units_written_off) units written off, $reserved reserved)" \
+	awk -v w="$(a "$PX_TMP/w2.json" units_written_off)" -v w0="$(a "$PX_TMP/w0.json" units_written_off)" -v r="$reserved" \
+	'BEGIN { exit !(r > 0 && w - w0 >= r - 1 && w - w0 <= r + 1) }'
+check "  and billed: $(a "$PX_TMP/w0.json" units_billed) -> $(a "$PX_TMP/w2.json" units_billed) (+ the reservation)" \
+	awk -v b="$(a "$PX_TMP/w2.json" units_billed)" -v b0="$(a "$PX_TMP/w0.json" units_billed)" -v r="$reserved" \
+	'BEGIN { exit !(b - b0 >= r - 1 && b - b0 <= r + 1) }'
+check "  the log says how many" grep -q "written off" "$PX_TMP/agent.log"
+expect_eq "  nothing in flight after the restart" "$(a "$PX_TMP/w2.json" inflight)" 0
 check "no reservation left behind" no_leaked_reservations
 px_stop_agent_clean

@@ -13,39 +13,12 @@
 #include <stdlib.h>
 #include <cmocka.h>
 
+#include "selftests/unit/calib_models.h"
 #include "policy/calib_follow.h"
 #include "policy/calibration.h"
 #include "policy/cost_model.h"
 #include "policy/policy.h"
 
-#define assert_rel(got, want, tol)                                                        \
-	do {                                                                              \
-		double g_ = (got), w_ = (want);                                           \
-		if (!(fabs(g_ - w_) <= fabs(w_) * (tol))) {                               \
-			print_error("%s = %.6g, want %.6g (±%.2g%%)\n", #got, g_, w_,       \
-				    (double)(tol) * 100);                                  \
-			fail();                                                           \
-		}                                                                         \
-	} while (0)
-
-#define SEC 1000000000ull
-
-static struct fg_policy policy;
-
-/* The seed replica as the policy assumes it, and as it "really" is:
- * prefill MFU 0.38, decode MBU 0.62, 3 ms a step, 20 us a sequence. */
-static void models(struct fg_cost_model *assumed, struct fg_cost_model *truth)
-{
-	fg_policy_defaults(&policy);
-	fg_cost_model_init(assumed, &policy.replica);
-	struct fg_replica r = policy.replica;
-	r.prefill_mfu = 0.38;
-	r.decode_mbu = 0.62;
-	fg_cost_model_init(truth, &r);
-	truth->step_overhead_s = 3e-3;
-	truth->seq_overhead_s = 20e-6;
-	fg_cost_model_derive(truth);
-}
 
 /* The usual case: a fit initialised on the assumed model beside its truth;
  * freed after the test, also when an assertion fails. */

@@ -12,16 +12,10 @@
 #include "policy/cost_model.h"
 #include "policy/policy.h"
 
-/* within `tol` relative (0.005 = the 0.5%); prints what differed */
-#define assert_close(got, want, tol)                                                      \
-	do {                                                                              \
-		double g_ = (got), w_ = (want);                                           \
-		if (!(fabs(g_ - w_) <= fabs(w_) * (tol))) {                               \
-			print_error("%s = %.6g, want %.6g (±%.2g%%)\n", #got, g_, w_,       \
-				    (double)(tol) * 100);                                  \
-			fail();                                                           \
-		}                                                                         \
-	} while (0)
+#include "selftests/unit/assert_near.h"
+
+/* within `tol` relative (0.005 = the 0.5%) */
+#define assert_close assert_rel
 
 static struct fg_cost_model seed_model(void)
 {

@@ -34,6 +34,55 @@ static const char exposition[] =
 	"vllm:inter_token_latency_seconds_sum{engine=\"1\"} 0.5\n"
 	"vllm:inter_token_latency_seconds_count{engine=\"1\"} 60\n";
 
+/* The timing histograms and token counters calibration reads, as the
+ * sim and vLLM write them; the deprecated TPOT name only when the new one
+ * is missing; a pair with one half missing is not there. */
+static const char timings[] =
+	"vllm:time_per_output_token_seconds_sum{engine=\"0\"} 99\n"
+	"vllm:time_per_output_token_seconds_count{engine=\"0\"} 99\n"
+	"vllm:inter_token_latency_seconds_sum{engine=\"0\"} 1.5\n"
+	"vllm:inter_token_latency_seconds_count{engine=\"0\"} 100\n"
+	"vllm:request_prefill_time_seconds_bucket{le=\"0.3\"} 2\n"
+	"vllm:request_prefill_time_seconds_sum{engine=\"0\"} 0.25\n"
+	"vllm:request_prefill_time_seconds_count{engine=\"0\"} 2\n"
+	"vllm:request_prompt_tokens_sum{engine=\"0\"} 3000\n"
+	"vllm:request_prompt_tokens_count{engine=\"0\"} 3\n"
+	"vllm:request_generation_tokens_sum{engine=\"0\"} 60\n"
+	"vllm:request_generation_tokens_count{engine=\"0\"} 3\n"
+	"vllm:iteration_tokens_total_sum{engine=\"0\"} 5000\n"
+	"vllm:iteration_tokens_total_count{engine=\"0\"} 40\n"
+	"vllm:prompt_tokens_total{engine=\"0\"} 3000\n"
+	"vllm:generation_tokens_total{engine=\"0\"} 160\n"
+	"vllm:generation_tokens_total{engine=\"1\"} 40\n"
+	"vllm:prefix_cache_hits_total{engine=\"0\"} 512\n";
+
+static void parses_timings(void **state)
+{
+	(void)state;
+	struct fg_engine_metrics m;
+	fg_engine_metrics_parse(timings, strlen(timings), &m);
+	const struct fg_engine_totals *t = &m.totals;
+	assert_true(t->itl_sum == 1.5 && t->itl_count == 100);
+	assert_true(t->prefill_sum == 0.25 && t->prefill_count == 2);
+	assert_true(t->prompt_len_sum == 3000 && t->prompt_len_count == 3);
+	assert_true(t->gen_len_sum == 60 && t->gen_len_count == 3);
+	assert_true(t->iterations == 40);
+	assert_true(t->prompt_tokens == 3000 && t->generation_tokens == 200);
+	assert_int_equal(t->have, FG_ET_ITL | FG_ET_PREFILL | FG_ET_PROMPT_LEN | FG_ET_GEN_LEN |
+					  FG_ET_ITERATIONS | FG_ET_TOKENS); /* no cache queries */
+	assert_int_equal(m.found, 16);
+	/* an engine before 0.11: the deprecated name stands in */
+	const char *old = strstr(timings, "vllm:inter_token");
+	char buf[sizeof(timings)];
+	size_t head = (size_t)(old - timings);
+	memcpy(buf, timings, head);
+	const char *rest = strstr(old, "vllm:request_prefill");
+	strcpy(buf + head, rest);
+	fg_engine_metrics_parse(buf, strlen(buf), &m);
+	assert_true(m.totals.itl_sum == 99 && m.totals.itl_count == 99);
+	assert_true(m.totals.have & FG_ET_ITL);
+}
+
 static void parses_and_sums(void **state)
 {
 	(void)state;
@@ -43,7 +92,7 @@ static void parses_and_sums(void **state)
 	assert_true(m.running == 17);
 	assert_true(m.preemptions == 12);
 	assert_true(m.kv_usage == 0.5);
-	assert_true(m.itl_sum == 2.0 && m.itl_count == 160);
+	assert_true(m.totals.itl_sum == 2.0 && m.totals.itl_count == 160);
 	assert_int_equal(m.found, 31);
 	/* truncated anywhere: never reads past the end */
 	for (size_t i = 0; i < strlen(exposition); i++)
@@ -178,6 +227,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(parses_and_sums),
+		cmocka_unit_test(parses_timings),
 		cmocka_unit_test(scrapes_plain_and_chunked),
 		cmocka_unit_test(errors_count_as_failures),
 	};
