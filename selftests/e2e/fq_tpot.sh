@@ -83,7 +83,7 @@ fq_load "$PX_TMP/calib.json" --poisson --connections 40 --duration 14 --drain 5 
 	--tenant "short:$PX_KEY_B:10:400:300:stream" --tenant "long:$PX_KEY_B:0.6:28000:400:stream"
 sleep 14
 cal() { pctl status --json | jq -r ".calibration.$1"; }
-fit=$(pctl status --json | jq -c '.calibration | {valid, bounded, fit, observations}')
+fit=$(pctl status --json | jq -c '.calibration | {valid, bounded, fit, observations, sources}')
 echo "# calibration after 14 s: $fit"
 echo "# truth: $truth"
 
