@@ -24,6 +24,12 @@
 /* What the kernel's maps hold, a policy must fit: these are the ABI's. */
 #define FG_NAME_MAX FG_NAME_LEN               /* tenant/tier name incl. NUL */
 #define FG_MAX_TENANTS FG_MAP_MAX_TENANTS     /* also the tenant ids */
+/* Slots a per-tenant array gets for a policy of n tenants: its size (at
+ * least one, so an empty policy still has a valid array), capped at the limit. */
+static inline uint32_t fg_tenant_slots(uint32_t n)
+{
+	return n > FG_MAX_TENANTS ? FG_MAX_TENANTS : n ? n : 1;
+}
 #define FG_MAX_PORTS FG_MAX_PROTECTED_PORTS
 #define FG_MAX_IFACES FG_MAX_GATE_IFACES
 #define FG_IFNAME_MAX 16         /* interface name incl. NUL (IF_NAMESIZE) */

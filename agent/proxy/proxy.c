@@ -248,17 +248,24 @@ int fg_proxy_apply_policy(struct fg_agent_state *st, const struct fg_policy *p, 
 		explicit_bzero(engine_auth, sizeof(engine_auth));
 		return -1;
 	}
-	if (fg_tenants_apply(&px->tenants, p)) {
+	/* the gateway's state for the new tenants is taken first, so running
+	 * out of memory leaves the table and the gateway on the old policy */
+	struct fg_gw_tenant_state gw_next = { 0 };
+	if (fg_gw_reload_prepare(px->gw, p, &gw_next) || fg_fleet_prepare_policy(px, p) ||
+	    fg_tenants_apply(&px->tenants, p)) {
+		if (gw_next.policy)
+			fg_gw_reload_cancel(&gw_next);
+		fg_fleet_cancel_policy(px);
 		explicit_bzero(engine_auth, sizeof(engine_auth));
 		explicit_bzero(metrics_token, sizeof(metrics_token));
-		snprintf(err, errlen, "out of memory");
+		snprintf(err, errlen, "out of memory for %u tenants", p->n_tenants);
 		return -1;
 	}
 	/* nothing fails from here: the gateway follows tenants by name; a new
 	 * engine address lets connections in use finish and drops pooled ones */
 	const struct fg_policy *old = px->gw->policy;
 	uint64_t old_idle_ns = px->idle_ns, old_request_ns = px->request_ns;
-	fg_gw_reload(px->gw, p, fg_now_ns());
+	fg_gw_reload_commit(px->gw, &gw_next, fg_now_ns());
 	fg_fleet_apply_policy(px, p);
 	take_config(px, p);
 	timers_follow_reload(px, old_idle_ns, old_request_ns);

@@ -307,10 +307,16 @@ int fg_sched_start(struct fg_proxy *px, char *err, size_t errlen)
 		snprintf(err, errlen, "out of memory");
 		return -1;
 	}
-	fg_gw_init(px->gw, p, 0, now);
-	fg_peak_init(&px->gw->peaks, p->n_tenants, (uint64_t)(p->agent.peak_window_s * 1e9), now);
+	if (fg_gw_init(px->gw, p, 0, now) < 0) {
+		free(px->gw);
+		px->gw = NULL;
+		snprintf(err, errlen, "out of memory for %u tenants' gateway state", p->n_tenants);
+		return -1;
+	}
+	fg_peak_set_window(&px->gw->peaks, (uint64_t)(p->agent.peak_window_s * 1e9));
 	px->calib = fg_pcal_new(p, &px->gw->cm, now);
 	if (!px->calib) {
+		fg_gw_free(px->gw);
 		free(px->gw);
 		px->gw = NULL;
 		snprintf(err, errlen, "out of memory");
@@ -349,6 +355,7 @@ void fg_sched_stop(struct fg_proxy *px)
 	if (px->overload_level >= 0)
 		fg_kernel_set_overload_tier(px->st, -1); /* nobody left to clear it */
 	px->overload_level = -1;
+	fg_gw_free(px->gw);
 	free(px->gw);
 	px->gw = NULL;
 	fg_pcal_free(px->calib);

@@ -255,6 +255,7 @@ static void on_sizes_the_tpot_cap_on_the_measured_step_at_once(void **state)
 	assert_true(pc->step_measured);
 	assert_true(gw->tpot.cap_tokens < cap_assumed * 0.8);
 	fg_pcal_free(pc);
+	fg_gw_free(gw);
 	free(gw);
 	fg_policy_release(&policy);
 }

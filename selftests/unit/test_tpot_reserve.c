@@ -65,13 +65,14 @@ static int setup(void **state)
 {
 	struct fixture *f = calloc(1, sizeof(*f));
 	make_policy(&f->p, 12);
-	fg_gw_init(&f->gw, &f->p, 0, 0);
+	assert_int_equal(fg_gw_init(&f->gw, &f->p, 0, 0), 0);
 	*state = f;
 	return 0;
 }
 
 static int teardown(void **state)
 {
+	fg_gw_free(&((struct fixture *)*state)->gw);
 	fg_policy_release(&((struct fixture *)*state)->p);
 	free(*state);
 	return 0;
@@ -175,7 +176,7 @@ static void kv_reserve_kept_for_the_protected(void **state)
 {
 	(void)state;
 	static struct fg_kv_ledger l;
-	fg_kv_init(&l, 100000, 1);
+	assert_int_equal(fg_kv_init(&l, 100000, 1, 2), 0);
 	fg_kv_set_protected(&l, 0, true);
 	fg_kv_set_reserve(&l, 20000);
 
@@ -203,6 +204,7 @@ static void kv_reserve_kept_for_the_protected(void **state)
 	fg_kv_release(&l, 0, 1000000); /* clamped, never wraps */
 	assert_int_equal(l.protected_reserved, 0);
 	assert_int_equal(l.node_reserved, 50000);
+	fg_kv_free(&l);
 }
 
 static void gateway_configures_from_the_tightest_tier(void **state)
@@ -235,6 +237,7 @@ static void gateway_configures_from_the_tightest_tier(void **state)
 	assert_false(fg_tpot_active(r));
 	assert_int_equal(f->gw.kv.reserve, 0);
 	assert_false(f->gw.kv.protect[0]);
+	fg_gw_free(&f->gw);
 	fg_gw_init(&f->gw, &f->p, 0, 0); /* before p goes */
 	fg_policy_free(p);
 }
@@ -297,6 +300,7 @@ static void slower_step_model_shrinks_the_cap_not_the_prices(void **state)
 {
 	struct fixture *f = *state;
 	f->p.tiers[0].tpot_p99_ms = 20; /* room for a 100-token prompt on the slower engine */
+	fg_gw_free(&f->gw);
 	fg_gw_init(&f->gw, &f->p, 0, 0);
 	const struct fg_cost_model assumed = f->gw.cm;
 	uint64_t cap_assumed = f->gw.tpot.cap_tokens;
@@ -347,6 +351,7 @@ static void without_reservation_the_flood_grows_the_step(void **state)
 	struct fixture *f = *state;
 	struct fg_policy *p = calloc(1, sizeof(*p));
 	make_policy(p, 0);
+	fg_gw_free(&f->gw);
 	fg_gw_init(&f->gw, p, 0, 0);
 
 	for (int i = 0; i < 200; i++)
@@ -354,6 +359,7 @@ static void without_reservation_the_flood_grows_the_step(void **state)
 	uint32_t n = dispatch_all(f, NULL, 1 * MS);
 	assert_true(n > 200 * 0.9);
 	assert_true(modeled_step(f) > 0.012);
+	fg_gw_free(&f->gw);
 	fg_gw_init(&f->gw, &f->p, 0, 0);
 	fg_policy_free(p);
 }
