@@ -60,6 +60,7 @@ agent:
   metrics_listen: 127.0.0.1:9464
   salt_secret_file: $TMP/salt.key
   steer_fail_open: $1
+${FG_E2E_WORKERS:+  workers: $FG_E2E_WORKERS}
 EOF
 }
 policy true >"$TMP/open.yaml"
