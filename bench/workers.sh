@@ -44,28 +44,16 @@ EOF
 policy 1 8000 9464 >"$TMP/w1.yaml"
 policy 2 8002 9465 >"$TMP/w2.yaml"
 
-start() { # LOG CMD...
-	local log=$1; shift
-	"$@" >"$log" 2>&1 &
-	PIDS+=($!)
-}
-wait_port() {
-	for _ in $(seq 100); do
-		ip netns exec "$SNS" bash -c "exec 3<>/dev/tcp/127.0.0.1/$1" 2>/dev/null && return 0
-		sleep 0.1
-	done
-	echo "workers bench: nothing listens on :$1"; tail -5 "$TMP"/*.log; exit 1
-}
-start "$TMP/sim.log" ip netns exec "$SNS" "$BUILD/fairgate-sim" --policy "$TMP/w1.yaml" \
+netpair_start "$TMP/sim.log" ip netns exec "$SNS" "$BUILD/fairgate-sim" --policy "$TMP/w1.yaml" \
 	--listen 127.0.0.1:8001 --speedup 0
-start "$TMP/w1.log" ip netns exec "$SNS" "$BUILD/fairgated" --policy "$TMP/w1.yaml" \
+netpair_start "$TMP/w1.log" ip netns exec "$SNS" "$BUILD/fairgated" --policy "$TMP/w1.yaml" \
 	--ctl "$TMP/ctl1.sock" --no-bpf
 declare -A AGENT=([w1]=${PIDS[-1]})
-start "$TMP/w2.log" ip netns exec "$SNS" "$BUILD/fairgated" --policy "$TMP/w2.yaml" \
+netpair_start "$TMP/w2.log" ip netns exec "$SNS" "$BUILD/fairgated" --policy "$TMP/w2.yaml" \
 	--ctl "$TMP/ctl2.sock" --no-bpf
 AGENT[w2]=${PIDS[-1]}
 declare -A PORT=([w1]=8000 [w2]=8002)
-wait_port 8001; wait_port 8000; wait_port 8002
+netpair_wait_port 8001; netpair_wait_port 8000; netpair_wait_port 8002
 grep -q '2 workers' "$TMP/w2.log" || { echo "workers bench: the 2-worker agent did not start 2 workers"; exit 1; }
 
 BODY='{"model":"llama-3.3-70b","messages":[{"role":"user","content":"What is the capital of France? Answer in one short sentence."}],"max_tokens":16}'
