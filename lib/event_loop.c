@@ -48,13 +48,14 @@ struct fg_loop {
 	uint32_t free_head;    /* 1 + the first free slot, 0 = none */
 	uint64_t next_seq;
 	bool soon_due;         /* fg_loop_soon armed a timer: run timers after this callback */
-	/* fg_loop_share: the lock every callback runs under, the eventfd that
-	 * wakes this loop's thread out of epoll_wait when another thread arms
-	 * one of its timers or stops it, and that thread */
+	/* fg_loop_share: the lock every callback runs under, and the eventfd
+	 * that wakes this loop's thread out of epoll_wait when another thread
+	 * arms one of its timers earlier than the wait ends, or stops it */
 	pthread_mutex_t *lock;
 	int wake_fd;
-	pthread_t runner;
-	bool has_runner;
+	/* while its thread waits in epoll_wait (lock released): when that wait
+	 * ends by itself; 0 = not waiting, or already woken */
+	uint64_t waiting_until_ns;
 };
 
 uint64_t fg_now_ns(void)
@@ -228,14 +229,17 @@ static void timer_free(struct fg_loop *loop, uint32_t slot)
 	loop->free_head = slot + 1;
 }
 
-/* A timer armed or moved from a thread other than the loop's own: that
- * thread's epoll_wait was given a timeout that does not know of it. */
-static void wake_if_foreign(struct fg_loop *loop)
+/* Something due at `when_ns` (a timer armed or moved, or a stop: 0) from
+ * a thread other than the loop's own, which waits in epoll_wait with a
+ * timeout that does not know of it: woken when the wait would end later.
+ * Once per wait; a loop that is not waiting reads its heap before it does. */
+static void wake_if_foreign(struct fg_loop *loop, uint64_t when_ns)
 {
 	uint64_t one = 1;
 
-	if (loop->wake_fd < 0 || (loop->has_runner && pthread_equal(loop->runner, pthread_self())))
+	if (loop->wake_fd < 0 || !loop->waiting_until_ns || when_ns >= loop->waiting_until_ns)
 		return;
+	loop->waiting_until_ns = 0;
 	/* EAGAIN: the counter is full, so a wake is pending anyway */
 	if (write(loop->wake_fd, &one, sizeof(one)) < 0)
 		return;
@@ -251,7 +255,7 @@ static void timer_arm(struct fg_loop *loop, uint32_t slot, uint64_t when_ns)
 	t->seq = loop->next_seq++;
 	t->state = TIMER_ARMED;
 	fg_idheap_insert(&h, slot);
-	wake_if_foreign(loop);
+	wake_if_foreign(loop, when_ns);
 }
 
 uint64_t fg_loop_timer_at(struct fg_loop *loop, uint64_t when_ns, fg_timer_cb cb, void *ctx)
@@ -299,7 +303,7 @@ bool fg_loop_timer_move(struct fg_loop *loop, uint64_t id, uint64_t when_ns)
 	t->when_ns = when_ns;
 	t->seq = loop->next_seq++; /* moved into the past, it still waits for the next pass */
 	fg_idheap_fix(&h, slot);
-	wake_if_foreign(loop);
+	wake_if_foreign(loop, when_ns);
 	return true;
 }
 
@@ -367,7 +371,7 @@ bool fg_loop_accept_failed(struct fg_loop *loop, int fd, int err)
 void fg_loop_stop(struct fg_loop *loop)
 {
 	loop->stop = true;
-	wake_if_foreign(loop);
+	wake_if_foreign(loop, 0);
 }
 
 static void woken(struct fg_loop *loop, int fd, uint32_t events, void *ctx)
@@ -442,20 +446,26 @@ int fg_loop_run(struct fg_loop *loop)
 	struct epoll_event evs[128];
 
 	loop->stop = false;
-	loop->runner = pthread_self();
-	loop->has_runner = true;
 	while (!loop->stop) {
 		int timeout = next_timeout_ms(loop);
-		if (loop->lock)
+		if (loop->lock) {
+			/* no earlier than the first timer (the timeout is
+			 * rounded up to the ms); only a thread that is not
+			 * this one can see it set */
+			loop->waiting_until_ns = fg_now_ns() + (uint64_t)timeout * 1000000ull;
+			if (!loop->waiting_until_ns)
+				loop->waiting_until_ns = 1;
 			pthread_mutex_unlock(loop->lock);
+		}
 		int n = epoll_wait(loop->epfd, evs, 128, timeout);
 		int e = errno;
-		if (loop->lock)
+		if (loop->lock) {
 			pthread_mutex_lock(loop->lock);
+			loop->waiting_until_ns = 0;
+		}
 		if (n < 0) {
 			if (e == EINTR)
 				continue;
-			loop->has_runner = false;
 			return -1;
 		}
 		for (int i = 0; i < n && !loop->stop; i++) {
@@ -474,6 +484,5 @@ int fg_loop_run(struct fg_loop *loop)
 		}
 		run_due_timers(loop);
 	}
-	loop->has_runner = false;
 	return 0;
 }
