@@ -58,6 +58,14 @@ struct fg_loop {
 	uint64_t waiting_until_ns;
 };
 
+/* The loop fg_loop_run runs on this thread (NULL outside one). */
+static __thread struct fg_loop *current;
+
+struct fg_loop *fg_loop_current(void)
+{
+	return current;
+}
+
 uint64_t fg_now_ns(void)
 {
 	struct timespec ts;
@@ -445,6 +453,9 @@ int fg_loop_run(struct fg_loop *loop)
 {
 	struct epoll_event evs[128];
 
+	struct fg_loop *outer = current;
+
+	current = loop;
 	loop->stop = false;
 	while (!loop->stop) {
 		int timeout = next_timeout_ms(loop);
@@ -466,6 +477,7 @@ int fg_loop_run(struct fg_loop *loop)
 		if (n < 0) {
 			if (e == EINTR)
 				continue;
+			current = outer;
 			return -1;
 		}
 		for (int i = 0; i < n && !loop->stop; i++) {
@@ -484,5 +496,6 @@ int fg_loop_run(struct fg_loop *loop)
 		}
 		run_due_timers(loop);
 	}
+	current = outer;
 	return 0;
 }

@@ -81,6 +81,10 @@ int fg_loop_share(struct fg_loop *loop, pthread_mutex_t *lock);
  * from fds (the signalfd). */
 int fg_loop_run(struct fg_loop *loop);
 void fg_loop_stop(struct fg_loop *loop);
+/* The loop this thread is running (inside fg_loop_run), or NULL: where
+ * work that may run on any of several shared loops runs with no hand-off
+ * to another thread. */
+struct fg_loop *fg_loop_current(void);
 
 /* CLOCK_MONOTONIC in nanoseconds: the clock deny windows are written in,
  * the same one bpf_ktime_get_ns() reads. */

@@ -237,7 +237,8 @@ struct fg_proxy {
 	char metrics_token[FG_SECRET_LINE_MAX + 1]; /* agent.metrics_token_file; "" = open */
 
 	/* proxy_sched.c */
-	uint64_t pump_timer;      /* a dispatch pass is scheduled */
+	uint64_t pump_timer;      /* a dispatch pass is scheduled, */
+	struct fg_loop *pump_loop; /* on this loop (fg_sched_kick) */
 	uint64_t expire_timer, expire_at;
 	uint64_t tick_timer;
 	int overload_level;       /* published to the kernel; -1 none */

@@ -4,8 +4,9 @@
  * armed or moved from another thread wakes the loop's thread out of
  * epoll_wait (whose timeout did not know of it: without the wake it would
  * sleep out its 1 s cap); a stop from another thread ends the loop at once;
- * fg_loop_run returns holding the lock; and unsharing makes the loop run
- * without one again. Times are measured against the loop's 1 s cap with
+ * fg_loop_run returns holding the lock; unsharing makes the loop run
+ * without one again; and fg_loop_current names the loop a callback runs
+ * on, in each thread its own. Times are measured against the loop's 1 s cap with
  * wide margins, so a loaded machine does not change the result. */
 #include <errno.h>
 #include <pthread.h>
@@ -60,11 +61,16 @@ static void start(struct runner *r)
 	usleep(100000);
 }
 
-static void finish(struct runner *r)
+static void finish_keep(struct runner *r)
 {
 	assert_int_equal(pthread_join(r->thread, NULL), 0);
 	assert_int_equal(r->rc, 0);
 	assert_int_equal(r->held_after_run, EBUSY);
+}
+
+static void finish(struct runner *r)
+{
+	finish_keep(r);
 	fg_loop_free(r->loop);
 }
 
@@ -185,6 +191,33 @@ static void unshared_runs_without_the_lock(void **state)
 	fg_loop_free(loop);
 }
 
+static struct fg_loop *seen_current;
+
+static void note_current(struct fg_loop *loop, void *ctx)
+{
+	(void)ctx;
+	seen_current = fg_loop_current();
+	fg_loop_stop(loop);
+}
+
+static void current_is_the_running_loop(void **state)
+{
+	struct runner r = { 0 };
+	(void)state;
+
+	assert_null(fg_loop_current());
+	seen_current = NULL;
+	start(&r);
+	pthread_mutex_lock(&lock);
+	assert_true(fg_loop_timer(r.loop, 0, note_current, NULL) != 0);
+	assert_null(fg_loop_current()); /* this thread runs no loop */
+	pthread_mutex_unlock(&lock);
+	finish_keep(&r);
+	assert_ptr_equal(seen_current, r.loop);
+	fg_loop_free(r.loop);
+	assert_null(fg_loop_current());
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -193,6 +226,7 @@ int main(void)
 		cmocka_unit_test(fd_callbacks_hold_the_lock),
 		cmocka_unit_test(foreign_stop_ends_the_loop),
 		cmocka_unit_test(unshared_runs_without_the_lock),
+		cmocka_unit_test(current_is_the_running_loop),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
