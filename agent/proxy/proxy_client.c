@@ -175,7 +175,7 @@ void fg_client_update_events(struct fg_client *c)
 	if (fg_buf_used(&c->out))
 		ev |= EPOLLOUT;
 	if (ev != c->events) {
-		fg_loop_mod(c->px->st->loop, c->fd, ev);
+		fg_loop_mod(c->loop, c->fd, ev);
 		c->events = ev;
 	}
 }
@@ -206,7 +206,7 @@ static void refuse_connection(struct fg_proxy *px, int fd, enum fg_conn_verdict 
 	close(fd);
 }
 
-void fg_client_accept(struct fg_proxy *px, int fd, const struct sockaddr_storage *peer,
+void fg_client_accept(struct fg_proxy *px, struct fg_loop *loop, int fd, const struct sockaddr_storage *peer,
 		      socklen_t peer_len)
 {
 	struct fg_conn_source *source;
@@ -241,9 +241,10 @@ void fg_client_accept(struct fg_proxy *px, int fd, const struct sockaddr_storage
 	c->deadline_ns = fg_now_ns() + px->header_ns;
 	c->timeout_status = 0;
 	/* the one timer it keeps until it closes: no timeout later needs memory */
-	c->timer = fg_loop_timer_at(px->st->loop, c->deadline_ns, client_timer_cb, c);
-	if (!c->timer || fg_loop_add(px->st->loop, fd, c->events, client_cb, c)) {
-		fg_loop_timer_cancel(px->st->loop, c->timer);
+	c->loop = loop;
+	c->timer = fg_loop_timer_at(loop, c->deadline_ns, client_timer_cb, c);
+	if (!c->timer || fg_loop_add(loop, fd, c->events, client_cb, c)) {
+		fg_loop_timer_cancel(loop, c->timer);
 		fg_conn_release(&px->conns, source);
 		close(fd);
 		free(c);
@@ -315,8 +316,8 @@ void fg_client_close(struct fg_client *c)
 	if (x && x->up)
 		fg_upstream_abort(x->up); /* the engine stops generating for nobody */
 	exchange_reset(c);        /* settles what was admitted: billed what it got */
-	fg_loop_timer_cancel(px->st->loop, c->timer);
-	fg_loop_del(px->st->loop, c->fd);
+	fg_loop_timer_cancel(c->loop, c->timer);
+	fg_loop_del(c->loop, c->fd);
 	close(c->fd);
 	fg_buf_free(&c->in);
 	fg_buf_free(&c->out);
@@ -346,7 +347,7 @@ static uint64_t client_due(const struct fg_client *c)
  * re-checks then. No heap work on the way of a busy stream. */
 void fg_client_timer_due(struct fg_client *c)
 {
-	fg_loop_timer_due_by(c->px->st->loop, c->timer, client_due(c));
+	fg_loop_timer_due_by(c->loop, c->timer, client_due(c));
 }
 
 /* A new deadline for the request being read or the close (the parser's
@@ -922,7 +923,7 @@ static bool count_first(struct fg_client *c)
 		return false;
 	}
 	x->tok_started_ns = fg_now_ns();
-	x->tok = fg_tokenize_start(px->st->loop, fd, px->engine_auth, body, len, px->tokenize_ns, counted, c);
+	x->tok = fg_tokenize_start(c->loop, fd, px->engine_auth, body, len, px->tokenize_ns, counted, c);
 	free(body);
 	if (!x->tok) {
 		px->metrics.tokenize[FG_TOKENIZE_FAILED]++;

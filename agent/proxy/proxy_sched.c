@@ -65,6 +65,7 @@ static void pump(struct fg_loop *loop, void *ctx)
 	(void)loop;
 
 	px->pump_timer = 0;
+	px->pump_loop = NULL;
 	while ((r = fg_gw_dispatch(px->gw, now))) {
 		struct fg_client *c = r->item.owner;
 		fg_tenants_publish(px->st, &px->tenants, c->x->tenant, now); /* one less queued */
@@ -80,8 +81,17 @@ void fg_sched_kick(struct fg_proxy *px)
 	 * batch: a request read at the top of a batch of 30 would otherwise
 	 * wait for the other 29 to be served before it leaves for the engine,
 	 * and the engine idle meanwhile (bench/proxy.sh: +3-7% req/s). */
-	if (!px->pump_timer && px->gw)
-		px->pump_timer = fg_loop_soon(px->st->loop, pump, px);
+	if (px->pump_timer || !px->gw)
+		return;
+	/* on the loop that kicked (with agent.workers, the worker whose
+	 * callback admitted or settled): the requests it starts are mostly
+	 * that worker's, so no other thread is woken to start them */
+	struct fg_loop *loop = fg_loop_current();
+	if (!loop)
+		loop = px->st->loop;
+	px->pump_timer = fg_loop_soon(loop, pump, px);
+	if (px->pump_timer)
+		px->pump_loop = loop;
 }
 
 /* ---- queue deadlines ----------------------------------------------------------- */
@@ -346,12 +356,13 @@ void fg_sched_stop(struct fg_proxy *px)
 	fg_engine_scrape_stop(px->scrape);
 	px->scrape = NULL;
 	if (px->pump_timer)
-		fg_loop_timer_cancel(loop, px->pump_timer);
+		fg_loop_timer_cancel(px->pump_loop, px->pump_timer);
 	if (px->expire_timer)
 		fg_loop_timer_cancel(loop, px->expire_timer);
 	if (px->tick_timer)
 		fg_loop_timer_cancel(loop, px->tick_timer);
 	px->pump_timer = px->expire_timer = px->tick_timer = 0;
+	px->pump_loop = NULL;
 	if (px->overload_level >= 0)
 		fg_kernel_set_overload_tier(px->st, -1); /* nobody left to clear it */
 	px->overload_level = -1;
