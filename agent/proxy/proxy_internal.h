@@ -130,8 +130,13 @@ struct fg_client {
 	struct fg_proxy *px;
 	struct fg_loop *loop;     /* the worker's that accepted it: its fd and timer */
 	int fd;
-	struct sockaddr_storage peer, local;
-	socklen_t peer_len, local_len;
+	/* the client's address (TCP: IPv4 or IPv6), not a sockaddr_storage:
+	 * an idle connection is this struct, and 128 bytes of it matter */
+	union {
+		struct sockaddr sa;
+		struct sockaddr_in v4;
+		struct sockaddr_in6 v6;
+	} peer;
 	http_parser parser;
 	enum fg_client_state state;
 	struct fg_buf in, out;
@@ -151,15 +156,21 @@ struct fg_client {
 	bool slow_close;          /* its request was ended for a full relay buffer: it has idle_s to take it */
 	struct fg_tenant_rt *learned; /* tenant last published for this source */
 	struct fg_conn_source *source; /* its count against the per-source cap */
-	/* the last bearer key this connection sent and its SHA-256: a
+	/* the last valid bearer key this connection sent and its SHA-256: a
 	 * keep-alive client sends the same key with every request, and
-	 * hashing it again cost ~7% of the request path (wiped at close) */
-	uint8_t key_len;          /* 0: none remembered */
-	char key[FG_KEY_MEMO_MAX];
-	uint8_t key_hash[32];
+	 * hashing it again cost ~7% of the request path (wiped at close);
+	 * allocated once a key names a tenant, so a connection that never
+	 * authenticated holds none of it */
+	struct fg_key_memo *memo;
 	/* the request under way, allocated at its first byte and freed at its
 	 * end: an idle keep-alive connection holds none (nor any buffer) */
 	struct fg_exchange *x;
+};
+
+struct fg_key_memo {
+	uint8_t len;
+	char key[FG_KEY_MEMO_MAX];
+	uint8_t hash[32];
 };
 
 /* Keep-alive connections to one upstream address. */
