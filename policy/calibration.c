@@ -104,6 +104,19 @@ static void lsq_std_errors(const struct lsq *q, const double *prior, const doubl
 	}
 }
 
+/* Term j's standard error from the observations alone, without the
+ * ridge: where they moved it only together with other terms (from the
+ * histograms alone the KV is the batch times a steady per-sequence
+ * figure) their system is singular or nearly so and the error is large,
+ * however firmly the ridge settles the split. */
+static double lsq_data_std_error(const struct lsq *q, double rms, uint32_t j)
+{
+	double e[TERMS] = { 0 }, col[TERMS];
+
+	e[j] = 1;
+	return solve(q->a, e, col) ? INFINITY : rms * sqrt(fabs(col[j]));
+}
+
 static double clampd(double v, double lo, double hi, bool *hit)
 {
 	if (v < lo) {
@@ -115,6 +128,12 @@ static double clampd(double v, double lo, double hi, bool *hit)
 		return hi;
 	}
 	return v;
+}
+
+/* Strictly inside: an estimate on its box's edge was held there. */
+static bool inside_box(double v, double lo, double hi)
+{
+	return v > lo && v < hi;
 }
 
 static int cmp_double(const void *a, const void *b)
@@ -334,7 +353,9 @@ static int fit_window(const struct fg_calib *c, const double *prior, const doubl
 	lsq_std_errors(&q, prior, floor_sq, f->rms_s, se);
 	f->step_fixed_se_s = se[0];
 	f->step_per_seq_se_s = se[1];
-	f->step_per_context_se_s = se[2];
+	/* the KV term is judged by what the data say of it (its split from the
+	 * per-sequence term is the one the histograms cannot make) */
+	f->step_per_context_se_s = lsq_data_std_error(&q, f->rms_s, 2);
 	f->prompt_token_se_s = se[3];
 	return 0;
 }
@@ -374,10 +395,19 @@ const struct fg_calib_fit *fg_calib_refit(struct fg_calib *c, uint64_t now_ns)
 		c->fit = f;
 		return &c->fit;
 	}
-	/* A KV term not measured within FG_CALIB_MAX_REL_SE is pinned at the
-	 * policy's and the rest fitted again: noise in it would otherwise
-	 * move the price at the reference context, which it holds. */
-	f.context_identified = f.step_per_context_se_s <= FG_CALIB_MAX_REL_SE * fabs(beta[2]);
+	/* the box: each term within 1/BOX .. BOX of the assumption's scale
+	 * (the per-sequence part as a share of the fixed one) */
+	const double lo[TERMS] = { fixed0 / FG_CALIB_BOX, -fixed0 / batch, per_ctx0 / FG_CALIB_BOX,
+				   a->prompt_token_s / FG_CALIB_BOX };
+	const double hi[TERMS] = { fixed0 * FG_CALIB_BOX, fixed0 * FG_CALIB_BOX / batch,
+				   per_ctx0 * FG_CALIB_BOX, a->prompt_token_s * FG_CALIB_BOX };
+	/* A KV term not measured within FG_CALIB_MAX_REL_SE, or measured on
+	 * or past its box (where a direction the data never varied apart
+	 * from the batch lands), is pinned at the policy's and the rest
+	 * fitted again: noise in it would otherwise move the price at the
+	 * reference context, which it holds. */
+	f.context_identified = f.step_per_context_se_s <= FG_CALIB_MAX_REL_SE * fabs(beta[2]) &&
+			       inside_box(beta[2], lo[2], hi[2]);
 	double se_ctx = f.step_per_context_se_s;
 	if (!f.context_identified) {
 		struct fg_calib_fit pinned = f;
@@ -390,23 +420,26 @@ const struct fg_calib_fit *fg_calib_refit(struct fg_calib *c, uint64_t now_ns)
 			f.step_per_context_se_s = se_ctx; /* the unpinned fit's, as measured */
 		}
 	}
-	/* the box: each term within 1/BOX .. BOX of the assumption's scale
-	 * (the per-sequence part as a share of the fixed one) */
-	bool hit = false;
-	f.prompt_token_s = clampd(beta[3], a->prompt_token_s / FG_CALIB_BOX,
-				  a->prompt_token_s * FG_CALIB_BOX, &hit);
-	f.step_fixed_s = clampd(beta[0], fixed0 / FG_CALIB_BOX, fixed0 * FG_CALIB_BOX, &hit);
-	f.step_per_seq_s = clampd(beta[1], -fixed0 / batch, fixed0 * FG_CALIB_BOX / batch, &hit);
-	f.step_per_context_s = clampd(beta[2], per_ctx0 / FG_CALIB_BOX, per_ctx0 * FG_CALIB_BOX,
-				      &hit);
+	/* A term the box held is not measured, only bounded: its price holds
+	 * (calib_follow.c) however small its standard error. */
+	bool hit[TERMS] = { false };
+	f.step_fixed_s = clampd(beta[0], lo[0], hi[0], &hit[0]);
+	f.step_per_seq_s = clampd(beta[1], lo[1], hi[1], &hit[1]);
+	f.step_per_context_s = clampd(beta[2], lo[2], hi[2], &hit[2]);
+	f.prompt_token_s = clampd(beta[3], lo[3], hi[3], &hit[3]);
 	/* a step of the reference batch must still take time */
 	if (f.step_fixed_s + f.step_per_seq_s * batch < fixed0 / FG_CALIB_BOX) {
 		f.step_per_seq_s = (fixed0 / FG_CALIB_BOX - f.step_fixed_s) / batch;
-		hit = true;
+		hit[1] = true;
 	}
-	f.bounded = hit;
+	f.bounded = hit[0] || hit[1] || hit[2] || hit[3];
 	f.valid = true;
-	f.prompt_identified = f.prompt_token_se_s <= FG_CALIB_MAX_REL_SE * f.prompt_token_s;
+	f.prompt_identified =
+		f.prompt_token_se_s <= FG_CALIB_MAX_REL_SE * f.prompt_token_s && !hit[3];
+	f.step_identified = !hit[0] && !hit[1];
+	/* pinned at the policy's, the KV term sits inside its box: unpinned,
+	 * it was identified only if the box did not hold it */
+	f.context_identified = f.context_identified && !hit[2];
 	fg_cost_model_calibrated(&f.cm, a, f.prompt_token_s, f.step_fixed_s, f.step_per_seq_s,
 				 f.step_per_context_s);
 	c->fit = f;

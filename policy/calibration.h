@@ -80,11 +80,15 @@ struct fg_calib_fit {
 	double step_fixed_s, step_per_seq_s, step_per_context_s;
 	double rms_s;               /* of the residuals used */
 	double prompt_token_se_s, step_fixed_se_s, step_per_seq_se_s, step_per_context_se_s;
-	/* the KV term is measured only within FG_CALIB_MAX_REL_SE: when
-	 * contexts hardly vary it is not, and the fit pins it at the
-	 * policy's (its standard error stays the unpinned fit's) */
+	/* A term is identified (measured, so priced by: calib_follow.c) when
+	 * its standard error is within FG_CALIB_MAX_REL_SE of it and the box
+	 * did not hold it (an estimate on or past FG_CALIB_BOX is bounded,
+	 * not measured). The KV term when contexts hardly vary apart from
+	 * the batch (the histograms alone) is not, and the fit pins it at
+	 * the policy's (its standard error stays the unpinned fit's). */
 	bool context_identified;
-	bool prompt_identified;     /* the same for the prompt-token time */
+	bool prompt_identified;     /* the prompt-token time */
+	bool step_identified;       /* the fixed and per-sequence terms: t(0) */
 	struct fg_cost_model cm;    /* the measured model (the assumed until valid) */
 };
 
