@@ -15,7 +15,10 @@
  * observation (so a direction the data never varied, say the batch, stays
  * at the assumption instead of at noise), one pass of outlier trimming, and
  * a box around the assumption (FG_CALIB_BOX) so a sick engine cannot make a
- * price absurd. The result is a calibrated `struct fg_cost_model`
+ * price absurd. Standard errors are robust (HC0); the per-context and
+ * per-sequence terms not measured within FG_CALIB_MAX_REL_SE are pinned
+ * at the policy's and the rest fitted again, and a term the box held is
+ * not identified (fg_calib_fit's *_identified: only those are followed). The result is a calibrated `struct fg_cost_model`
  * (fg_cost_model_calibrated): every price follows from it with
  * cost_model.c's formulas.
  *
@@ -89,6 +92,10 @@ struct fg_calib_fit {
 	bool context_identified;
 	bool prompt_identified;     /* the prompt-token time */
 	bool step_identified;       /* the fixed and per-sequence terms: t(0) */
+	/* the per-sequence term apart from the fixed one: when the batch
+	 * hardly varied it is not, and the fit pins it at the policy's (0;
+	 * t(0) is then the step at the batch seen, still identified) */
+	bool per_seq_identified;
 	struct fg_cost_model cm;    /* the measured model (the assumed until valid) */
 };
 

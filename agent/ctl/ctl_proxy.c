@@ -241,7 +241,7 @@ static json_t *calibration_json(const struct fg_proxy *px)
 					      pc->proxy_itl_s * 1e3));
 	if (o && f->valid) {
 		json_object_set_new(o, "measured", model_json(&f->cm, &c->assumed, r));
-		json_object_set_new(o, "fit", json_pack("{s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:o, s:f, s:b, s:b, s:b}",
+		json_object_set_new(o, "fit", json_pack("{s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:o, s:f, s:b, s:b, s:b, s:b}",
 			"prompt_token_us", f->prompt_token_s * 1e6,
 			"prompt_token_se_us", f->prompt_token_se_s * 1e6,
 			"step_fixed_ms", f->step_fixed_s * 1e3,
@@ -255,6 +255,7 @@ static json_t *calibration_json(const struct fg_proxy *px)
 			"rms_ms", f->rms_s * 1e3,
 			"prompt_identified", f->prompt_identified,
 			"step_identified", f->step_identified,
+			"per_seq_identified", f->per_seq_identified,
 			"context_identified", f->context_identified));
 	}
 	return o;

@@ -288,7 +288,8 @@ static void histograms_alone_fit_the_truth(void **state)
 	assert_rel(f->cm.output_weight, t.output_weight, 0.01);
 	assert_rel(f->cm.replica_units_per_s, t.replica_units_per_s, 0.01);
 	/* batch, prompt and output varied apart: every term is measured */
-	assert_true(f->prompt_identified && f->step_identified && f->context_identified);
+	assert_true(f->prompt_identified && f->step_identified && f->context_identified &&
+		    f->per_seq_identified);
 	/* the policy was far off: the fit is not it */
 	assert_true(f->cm.output_weight > a.output_weight * 1.1 ||
 		    f->cm.output_weight < a.output_weight / 1.1);
@@ -324,7 +325,12 @@ static void neither_source_swamps(void **state)
 	assert_near(f->weight_share[0], 0.5);
 	assert_near(f->weight_share[1], 0.5);
 	assert_int_equal(f->used[FG_CALIB_SRC_STREAM] + f->trimmed, 3000);
-	double ratio = f->cm.decode_step_s / t.decode_step_s;
+	/* read at a batch both saw: two views 1.5x apart fit no one slope, so
+	 * the per-sequence term is not measured (pinned) and the reference
+	 * batch (128, past both sources' 1-48) is not where they meet */
+	assert_false(f->per_seq_identified);
+	double ratio = fg_decode_step_batch_s(&f->cm, 24, 24 * 1700.0) /
+		       fg_decode_step_batch_s(&t, 24, 24 * 1700.0);
 	assert_true(ratio > 1.1 && ratio < 1.4);
 	/* and the other way round: 40 intervals do not drown 3 steps' worth
 	 * of a source that has hardly started (3/256 of a half) */

@@ -127,7 +127,8 @@ static void fit_converges_on_noisy_truth(void **state)
 	assert_true(f->cm.output_weight > a.output_weight * 1.1 ||
 		    f->cm.output_weight < a.output_weight / 1.1);
 	assert_rel(f->rms_s, 3e-4, 0.2);
-	assert_true(f->prompt_identified && f->context_identified);
+	assert_true(f->prompt_identified && f->context_identified && f->per_seq_identified &&
+		    f->step_identified);
 	assert_true(f->prompt_token_se_s > 0 && f->prompt_token_se_s < 0.01 * f->prompt_token_s);
 }
 
