@@ -115,20 +115,20 @@ check "on: the price at context 0 followed its term's identification ($(asm outp
 	held_or_moved 7 10 "$(asm output_units_at_0)"
 check "on: the charged prompt-token time moved at most 1.25x a minute" bash -c \
 	"awk -v a=$(asm prompt_token_us) '\$1 == $DURATION { r = \$9 / a; if (r < 1) r = 1 / r; exit !(r <= exp(log(1.25) * ($DURATION - $ON_AT + 1) / 60) * 1.001) }' '$PX_TMP/samples'"
+ip netns exec $PX_SNS curl -sS http://127.0.0.1:9464/metrics >"$PX_TMP/metrics.txt"
+"$FG_BUILD/fairgatectl" status --ctl "$PX_TMP/ctl.sock" >"$PX_TMP/status.txt"
 check "metrics say which terms are identified" bash -c \
-	"m=\$(ip netns exec $PX_SNS curl -sS http://127.0.0.1:9464/metrics)
-	 grep -q '^fairgate_calibration_term_identified{term=\"per_context\"} 0\$' <<<\"\$m\" &&
-	 grep -q '^fairgate_calibration_term_identified{term=\"prompt_token\"} 1\$' <<<\"\$m\" &&
-	 grep -q '^fairgate_calibration_mode{mode=\"on\"} 1\$' <<<\"\$m\""
-check "fairgatectl status says the per-context term is not identified and its price holds" bash -c \
-	"'$FG_BUILD/fairgatectl' status --ctl '$PX_TMP/ctl.sock' | grep -q 'per-context term is not identified.*its price holds'"
+	"grep -q '^fairgate_calibration_term_identified{term=\"per_context\"} 0\$' '$PX_TMP/metrics.txt' &&
+	 grep -q '^fairgate_calibration_term_identified{term=\"prompt_token\"} 1\$' '$PX_TMP/metrics.txt' &&
+	 grep -q '^fairgate_calibration_mode{mode=\"on\"} 1\$' '$PX_TMP/metrics.txt'"
+check "fairgatectl status says the per-context term is not identified and its price holds" \
+	grep -q 'per-context term is not identified.*its price holds' "$PX_TMP/status.txt"
 check "prometheus counts observations by source" bash -c \
-	"m=\$(ip netns exec $PX_SNS curl -sS http://127.0.0.1:9464/metrics)
-	 grep -q '^fairgate_calibration_observations_total{source=\"streams\"} 0\$' <<<\"\$m\" &&
-	 grep -qE '^fairgate_calibration_observations_total\\{source=\"engine_decode\"\\} [1-9]' <<<\"\$m\" &&
-	 grep -qE '^fairgate_calibration_observations_used\\{source=\"engine_prefill\"\\} [1-9]' <<<\"\$m\""
-check "fairgatectl status names the sources" bash -c \
-	"'$FG_BUILD/fairgatectl' status --ctl '$PX_TMP/ctl.sock' | grep -qE 'fed by: 0 steps seen in the streams .* [0-9]+ decode and [0-9]+ prefill intervals'"
+	"grep -q '^fairgate_calibration_observations_total{source=\"streams\"} 0\$' '$PX_TMP/metrics.txt' &&
+	 grep -qE '^fairgate_calibration_observations_total\\{source=\"engine_decode\"\\} [1-9]' '$PX_TMP/metrics.txt' &&
+	 grep -qE '^fairgate_calibration_observations_used\\{source=\"engine_prefill\"\\} [1-9]' '$PX_TMP/metrics.txt'"
+check "fairgatectl status names the sources" \
+	grep -qE 'fed by: 0 steps seen in the streams .* [0-9]+ decode and [0-9]+ prefill intervals' "$PX_TMP/status.txt"
 fq_wait_loads
 for t in long chat; do
 	expect_eq "$t: every request answered 200" \
