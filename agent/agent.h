@@ -2,7 +2,9 @@
  *
  * fairgated.c builds this once, then hands it to the kernel module
  * (kernel.h: maps and XDP), the control server (ctl_server.h) and the proxy
- * (proxy.h). Single-threaded: everything runs on `loop`.
+ * (proxy.h). Everything runs on `loop`, except the proxy's connections
+ * when agent.workers > 1: those live on the workers' own loops, and then
+ * every loop runs its callbacks under one shared lock (proxy/workers.h).
  */
 #ifndef FAIRGATE_AGENT_H
 #define FAIRGATE_AGENT_H

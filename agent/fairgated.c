@@ -3,6 +3,7 @@
  * one epoll loop, watch the policy files, stop cleanly on SIGINT/SIGTERM. */
 #include <arpa/inet.h>
 #include <getopt.h>
+#include <malloc.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -189,6 +190,9 @@ int main(int argc, char **argv)
 	free(text);
 	free(ttext);
 	text = ttext = NULL;
+	/* the parse's tree is gone: its pages go back rather than stay as
+	 * the allocator's slack (tens of MB for a large policy) */
+	malloc_trim(0);
 	fprintf(stderr, "fairgated: running with %u tenants, %u tiers\n", st.policy->n_tenants,
 		st.policy->n_tiers);
 	rc = fg_loop_run(st.loop) ? 1 : 0;

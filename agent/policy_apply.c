@@ -62,6 +62,8 @@ static const char *needs_restart(const struct fg_policy *old, const struct fg_po
 		return "agent.listen";
 	if (!same_hostport(&old->agent.metrics_listen, &np->agent.metrics_listen))
 		return "agent.metrics_listen";
+	if (old->agent.workers != np->agent.workers)
+		return "agent.workers";
 	if (strcmp(old->agent.salt_secret_file, np->agent.salt_secret_file))
 		return "agent.salt_secret_file";
 	if (memcmp(&old->agent.fleet, &np->agent.fleet, sizeof(old->agent.fleet)))

@@ -2,7 +2,9 @@
 # run.sh BUILD_DIR — every benchmark, one after the other (`make bench`):
 # the proxy's (bench/proxy.sh: fairgated vs the simulator vs nginx, decision
 # cost, 429s/s), the datapath's (bench/gate.sh: gate ns/packet, SYN-flood
-# drop rate), then any other bench/*.sh, and finally the flood comparison
+# drop rate), then any other bench/*.sh (idle_memory.sh: memory and idle CPU
+# per connection; tenants.sh: CPU per request by tenant count; fleet.sh,
+# tokenize.sh), and finally the flood comparison
 # of the two: SYNs/s the gate drops vs 429s/s the agent can answer.
 set -u
 BUILD=${1:-build}

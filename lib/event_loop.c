@@ -2,10 +2,12 @@
 #include "event_loop.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/eventfd.h>
 #include <unistd.h>
 
 #include "id_heap.h"
@@ -46,7 +48,23 @@ struct fg_loop {
 	uint32_t free_head;    /* 1 + the first free slot, 0 = none */
 	uint64_t next_seq;
 	bool soon_due;         /* fg_loop_soon armed a timer: run timers after this callback */
+	/* fg_loop_share: the lock every callback runs under, and the eventfd
+	 * that wakes this loop's thread out of epoll_wait when another thread
+	 * arms one of its timers earlier than the wait ends, or stops it */
+	pthread_mutex_t *lock;
+	int wake_fd;
+	/* while its thread waits in epoll_wait (lock released): when that wait
+	 * ends by itself; 0 = not waiting, or already woken */
+	uint64_t waiting_until_ns;
 };
+
+/* The loop fg_loop_run runs on this thread (NULL outside one). */
+static __thread struct fg_loop *current;
+
+struct fg_loop *fg_loop_current(void)
+{
+	return current;
+}
 
 uint64_t fg_now_ns(void)
 {
@@ -68,6 +86,7 @@ struct fg_loop *fg_loop_new(void)
 		return NULL;
 	}
 	loop->next_seq = 1;
+	loop->wake_fd = -1;
 	return loop;
 }
 
@@ -76,6 +95,8 @@ void fg_loop_free(struct fg_loop *loop)
 	if (!loop)
 		return;
 	close(loop->epfd);
+	if (loop->wake_fd >= 0)
+		close(loop->wake_fd);
 	free(loop->fds);
 	free(loop->timers);
 	free(loop->heap);
@@ -216,6 +237,22 @@ static void timer_free(struct fg_loop *loop, uint32_t slot)
 	loop->free_head = slot + 1;
 }
 
+/* Something due at `when_ns` (a timer armed or moved, or a stop: 0) from
+ * a thread other than the loop's own, which waits in epoll_wait with a
+ * timeout that does not know of it: woken when the wait would end later.
+ * Once per wait; a loop that is not waiting reads its heap before it does. */
+static void wake_if_foreign(struct fg_loop *loop, uint64_t when_ns)
+{
+	uint64_t one = 1;
+
+	if (loop->wake_fd < 0 || !loop->waiting_until_ns || when_ns >= loop->waiting_until_ns)
+		return;
+	loop->waiting_until_ns = 0;
+	/* EAGAIN: the counter is full, so a wake is pending anyway */
+	if (write(loop->wake_fd, &one, sizeof(one)) < 0)
+		return;
+}
+
 /* Arms a slot that is not in the heap (free-listed already, or running). */
 static void timer_arm(struct fg_loop *loop, uint32_t slot, uint64_t when_ns)
 {
@@ -226,6 +263,7 @@ static void timer_arm(struct fg_loop *loop, uint32_t slot, uint64_t when_ns)
 	t->seq = loop->next_seq++;
 	t->state = TIMER_ARMED;
 	fg_idheap_insert(&h, slot);
+	wake_if_foreign(loop, when_ns);
 }
 
 uint64_t fg_loop_timer_at(struct fg_loop *loop, uint64_t when_ns, fg_timer_cb cb, void *ctx)
@@ -273,6 +311,7 @@ bool fg_loop_timer_move(struct fg_loop *loop, uint64_t id, uint64_t when_ns)
 	t->when_ns = when_ns;
 	t->seq = loop->next_seq++; /* moved into the past, it still waits for the next pass */
 	fg_idheap_fix(&h, slot);
+	wake_if_foreign(loop, when_ns);
 	return true;
 }
 
@@ -340,6 +379,39 @@ bool fg_loop_accept_failed(struct fg_loop *loop, int fd, int err)
 void fg_loop_stop(struct fg_loop *loop)
 {
 	loop->stop = true;
+	wake_if_foreign(loop, 0);
+}
+
+static void woken(struct fg_loop *loop, int fd, uint32_t events, void *ctx)
+{
+	uint64_t n;
+	(void)loop;
+	(void)events;
+	(void)ctx;
+
+	if (read(fd, &n, sizeof(n)) < 0)
+		return; /* EAGAIN: another pass read it first */
+}
+
+int fg_loop_share(struct fg_loop *loop, pthread_mutex_t *lock)
+{
+	if (!lock || loop->wake_fd >= 0) {
+		loop->lock = lock; /* alone again (or another lock): the eventfd stays */
+		return 0;
+	}
+	int fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+
+	if (fd < 0)
+		return -1;
+	if (fg_loop_add(loop, fd, EPOLLIN, woken, NULL)) {
+		int e = errno;
+		close(fd);
+		errno = e;
+		return -1;
+	}
+	loop->wake_fd = fd;
+	loop->lock = lock;
+	return 0;
 }
 
 static int next_timeout_ms(struct fg_loop *loop)
@@ -381,12 +453,31 @@ int fg_loop_run(struct fg_loop *loop)
 {
 	struct epoll_event evs[128];
 
+	struct fg_loop *outer = current;
+
+	current = loop;
 	loop->stop = false;
 	while (!loop->stop) {
-		int n = epoll_wait(loop->epfd, evs, 128, next_timeout_ms(loop));
+		int timeout = next_timeout_ms(loop);
+		if (loop->lock) {
+			/* no earlier than the first timer (the timeout is
+			 * rounded up to the ms); only a thread that is not
+			 * this one can see it set */
+			loop->waiting_until_ns = fg_now_ns() + (uint64_t)timeout * 1000000ull;
+			if (!loop->waiting_until_ns)
+				loop->waiting_until_ns = 1;
+			pthread_mutex_unlock(loop->lock);
+		}
+		int n = epoll_wait(loop->epfd, evs, 128, timeout);
+		int e = errno;
+		if (loop->lock) {
+			pthread_mutex_lock(loop->lock);
+			loop->waiting_until_ns = 0;
+		}
 		if (n < 0) {
-			if (errno == EINTR)
+			if (e == EINTR)
 				continue;
+			current = outer;
 			return -1;
 		}
 		for (int i = 0; i < n && !loop->stop; i++) {
@@ -405,5 +496,6 @@ int fg_loop_run(struct fg_loop *loop)
 		}
 		run_due_timers(loop);
 	}
+	current = outer;
 	return 0;
 }

@@ -1,7 +1,9 @@
 /* event_loop.h — the agent's single-threaded epoll loop.
  *
  * Everything in fairgated (control socket, proxy connections, metrics, timers)
- * registers here; one thread, no locks. Timers are one-shot, ordered by
+ * registers on a loop. Alone, a loop is one thread's and takes no lock; with
+ * agent.workers > 1 each worker thread runs a loop of its own and all of them
+ * share one lock (fg_loop_share), held while any callback runs. Timers are one-shot, ordered by
  * lib/id_heap.c keyed on CLOCK_MONOTONIC nanoseconds (ties in the order they
  * were armed); each timer knows its place in the heap, so arming, re-arming
  * and cancelling one costs O(log n) with n timers armed, never a search.
@@ -10,6 +12,7 @@
 #define FAIRGATE_EVENT_LOOP_H
 
 #include <stdbool.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <sys/epoll.h>
 
@@ -62,12 +65,26 @@ void fg_loop_timer_cancel(struct fg_loop *loop, uint64_t id);
 #define FG_ACCEPT_BACKOFF_NS 50000000ull
 bool fg_loop_accept_failed(struct fg_loop *loop, int fd, int err);
 
+/* Make the loop one of several threads' loops sharing `lock`: fg_loop_run
+ * is then called holding it, releases it only while it waits in
+ * epoll_wait, and returns holding it; every fd and timer callback runs
+ * under it. Any thread holding it may use any loop (add, del, arm, move,
+ * stop): a timer armed or moved, or a stop, from a thread other than the
+ * loop's own wakes that thread through an eventfd. Call before fg_loop_run;
+ * NULL makes it one thread's again (once the others are gone). -1 with
+ * errno when the eventfd cannot be made. */
+int fg_loop_share(struct fg_loop *loop, pthread_mutex_t *lock);
+
 /* Run until fg_loop_stop(); returns 0, or -1 on an epoll error. Each pass
  * runs only the timers already due, and armed or last moved, when it
  * began, so timers that re-arm themselves at once cannot keep the loop
  * from fds (the signalfd). */
 int fg_loop_run(struct fg_loop *loop);
 void fg_loop_stop(struct fg_loop *loop);
+/* The loop this thread is running (inside fg_loop_run), or NULL: where
+ * work that may run on any of several shared loops runs with no hand-off
+ * to another thread. */
+struct fg_loop *fg_loop_current(void);
 
 /* CLOCK_MONOTONIC in nanoseconds: the clock deny windows are written in,
  * the same one bpf_ktime_get_ns() reads. */

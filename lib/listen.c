@@ -8,8 +8,8 @@
 #include <string.h>
 #include <unistd.h>
 
-int fg_listen_tcp(const struct sockaddr_storage *ss, socklen_t len, char *err, size_t errlen,
-		  const char *what)
+int fg_listen_tcp(const struct sockaddr_storage *ss, socklen_t len, bool reuseport, char *err,
+		  size_t errlen, const char *what)
 {
 	int one = 1;
 	int fd = socket(ss->ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
@@ -19,6 +19,11 @@ int fg_listen_tcp(const struct sockaddr_storage *ss, socklen_t len, char *err, s
 		return -1;
 	}
 	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	if (reuseport && setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one))) {
+		snprintf(err, errlen, "%s: SO_REUSEPORT: %s", what, strerror(errno));
+		close(fd);
+		return -1;
+	}
 	if (bind(fd, (const struct sockaddr *)ss, len) || listen(fd, FG_LISTEN_BACKLOG)) {
 		char where[INET6_ADDRSTRLEN + 8];
 
@@ -28,6 +33,41 @@ int fg_listen_tcp(const struct sockaddr_storage *ss, socklen_t len, char *err, s
 		return -1;
 	}
 	return fd;
+}
+
+int fg_listen_tcp_sibling(int fd, char *err, size_t errlen, const char *what)
+{
+	struct sockaddr_storage ss;
+	socklen_t len = sizeof(ss);
+	int v6only = 0, one = 1;
+	socklen_t ol = sizeof(v6only);
+
+	if (getsockname(fd, (struct sockaddr *)&ss, &len)) {
+		snprintf(err, errlen, "%s: getsockname: %s", what, strerror(errno));
+		return -1;
+	}
+	int s = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (s < 0) {
+		snprintf(err, errlen, "%s: socket: %s", what, strerror(errno));
+		return -1;
+	}
+	/* the same family coverage as fd: a dual-stack [::] stays dual-stack */
+	if (ss.ss_family == AF_INET6 &&
+	    (getsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &v6only, &ol) ||
+	     setsockopt(s, IPPROTO_IPV6, IPV6_V6ONLY, &v6only, sizeof(v6only))))
+		goto fail;
+	setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	if (setsockopt(s, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one)) ||
+	    bind(s, (const struct sockaddr *)&ss, len) || listen(s, FG_LISTEN_BACKLOG))
+		goto fail;
+	return s;
+fail:;
+	char where[INET6_ADDRSTRLEN + 8];
+	fg_sockaddr_desc(&ss, where, sizeof(where));
+	snprintf(err, errlen, "%s: cannot add a listener on %s to its SO_REUSEPORT group: %s", what,
+		 where, strerror(errno));
+	close(s);
+	return -1;
 }
 
 void fg_sockaddr_desc(const struct sockaddr_storage *ss, char *buf, size_t len)

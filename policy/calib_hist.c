@@ -45,9 +45,9 @@ static void rebase(struct fg_calib_hist *h, uint64_t now_ns, const struct fg_eng
 
 static void take(struct fg_calib_hist *h, struct fg_calib *c, uint64_t now_ns,
 		 enum fg_calib_source src, double batch, double context, double prefill,
-		 double step_s, int *added)
+		 double step_s, double unseen, int *added)
 {
-	if (fg_calib_add_interval(c, now_ns, src, batch, context, prefill, step_s) ==
+	if (fg_calib_add_interval(c, now_ns, src, batch, context, prefill, step_s, unseen) ==
 	    FG_CALIB_TAKEN) {
 		h->observed[src]++;
 		(*added)++;
@@ -129,9 +129,15 @@ int fg_calib_hist_scrape(struct fg_calib_hist *h, struct fg_calib *c, uint64_t n
 		(have & FG_ET_TOKENS) && (have & FG_ET_ITERATIONS) && steps >= 1
 			? prompt_tok * uncached / steps
 			: 0;
+	/* the output the streams showed one step at a time: the stream source
+	 * has those steps already (the inter-token count is the engine's
+	 * decode tokens; without the gateway's books, all unseen) */
+	double unseen = 1;
+	if ((have & FG_ET_GW_CONTEXT) && itl_n > 0)
+		unseen = 1 - fmin(fmax((t->gw_streamed_tokens - b->gw_streamed_tokens) / itl_n, 0), 1);
 	if (decode)
 		take(h, c, now_ns, FG_CALIB_SRC_ENGINE_DECODE, batch, context, prefill_per_step,
-		     (t->itl_sum - b->itl_sum) / itl_n, &added);
+		     (t->itl_sum - b->itl_sum) / itl_n, unseen, &added);
 	/* A prompt's step may also have prefilled others scheduled with it.
 	 * Not added: at a light load the typical prompt runs alone and a
 	 * coincidence is rare and large, an outlier the fit trims (adding the
@@ -139,7 +145,7 @@ int fg_calib_hist_scrape(struct fg_calib_hist *h, struct fg_calib *c, uint64_t n
 	 * coincidences having carried that mean). */
 	if (prefill)
 		take(h, c, now_ns, FG_CALIB_SRC_ENGINE_PREFILL, batch, context, prompt * uncached,
-		     (t->prefill_sum - b->prefill_sum) / prefills, &added);
+		     (t->prefill_sum - b->prefill_sum) / prefills, unseen, &added);
 	h->intervals++;
 	rebase(h, now_ns, t);
 	return added;

@@ -70,6 +70,9 @@ struct fg_engine_totals {
 	 * per-request means are not: a mix of long prompts with short answers
 	 * and short prompts with long ones decodes mostly the latter. */
 	double gw_output_tokens, gw_context_tokens;
+	/* and the output tokens the relayed streams showed it one step at a
+	 * time (what the stream source fits already) */
+	double gw_streamed_tokens;
 	unsigned have;
 };
 

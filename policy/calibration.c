@@ -194,7 +194,8 @@ enum fg_calib_verdict fg_calib_add_step(struct fg_calib *c, uint64_t now_ns, dou
 
 enum fg_calib_verdict fg_calib_add_interval(struct fg_calib *c, uint64_t now_ns,
 					    enum fg_calib_source src, double batch,
-					    double context, double prefill_tokens, double step_s)
+					    double context, double prefill_tokens, double step_s,
+					    double unseen)
 {
 	enum fg_calib_verdict v = check_step(c, batch, context, prefill_tokens, step_s);
 	if (v == FG_CALIB_TAKEN && src != FG_CALIB_SRC_ENGINE_DECODE &&
@@ -211,6 +212,7 @@ enum fg_calib_verdict fg_calib_add_interval(struct fg_calib *c, uint64_t now_ns,
 		c->ilen++;
 	c->iwin[at] = (struct fg_calib_step){ now_ns, batch, context, prefill_tokens, step_s };
 	c->isrc[at] = (uint8_t)src;
+	c->iunseen[at] = (float)(unseen >= 0 && unseen <= 1 ? unseen : unseen > 1 ? 1 : 0);
 	c->itaken[src]++;
 	return FG_CALIB_TAKEN;
 }
@@ -261,12 +263,20 @@ static const struct fg_calib_step *row_at(const struct rows *r, uint32_t i,
 #define INTERVAL_WORTH ((double)FG_CALIB_MIN_STEPS / (2.0 * FG_CALIB_MIN_INTERVALS))
 
 /* Each source's share of the fit: half, scaled down while it has fewer
- * observations than it would need alone, the two then normalised; the
- * observations of a source share its part of the total worth. */
+ * observations than it would need alone, the histograms' also by the mean
+ * share of their tokens the streams did not show, the two then
+ * normalised; the observations of a source share its part of the total
+ * worth. */
 static void weigh(struct rows *r, uint32_t n_stream, uint32_t n_engine, double *share)
 {
+	const struct fg_calib *c = r->c;
+	double unseen = 0;
+
+	for (uint32_t i = 0; i < n_engine; i++)
+		unseen += c->iunseen[(c->ihead + i) % FG_CALIB_IWINDOW];
+	unseen = n_engine ? unseen / n_engine : 0;
 	double s = 0.5 * fmin(1.0, (double)n_stream / FG_CALIB_MIN_STEPS);
-	double e = 0.5 * fmin(1.0, (double)n_engine / (2.0 * FG_CALIB_MIN_INTERVALS));
+	double e = 0.5 * fmin(1.0, (double)n_engine / (2.0 * FG_CALIB_MIN_INTERVALS)) * unseen;
 	double total = n_stream + n_engine * INTERVAL_WORTH;
 
 	share[0] = s + e > 0 ? s / (s + e) : 0;

@@ -28,7 +28,9 @@
  * the steps it covers. It sees what the streams cannot (non-streamed
  * traffic). Neither source can swamp the other: each carries at most half
  * the fit's weight, and less while it has fewer observations than it
- * needs on its own to fit (FG_CALIB_MIN_STEPS, FG_CALIB_MIN_INTERVALS).
+ * needs on its own to fit (FG_CALIB_MIN_STEPS, FG_CALIB_MIN_INTERVALS);
+ * the histograms' half is scaled by the share of the engine's tokens the
+ * streams did not show (the same steps must not count twice).
  *
  * Pure: the caller gives the clock.
  */
@@ -107,6 +109,7 @@ struct fg_calib {
 	/* the engine-histogram intervals, the second source */
 	struct fg_calib_step iwin[FG_CALIB_IWINDOW];
 	uint8_t isrc[FG_CALIB_IWINDOW]; /* enum fg_calib_source of each */
+	float iunseen[FG_CALIB_IWINDOW]; /* of each: the share of its tokens no stream showed */
 	uint32_t ihead, ilen;
 	uint64_t itaken[FG_CALIB_SOURCES], irejected;
 	struct fg_calib_fit fit;
@@ -124,11 +127,16 @@ enum fg_calib_verdict fg_calib_add_step(struct fg_calib *c, uint64_t now_ns, dou
 
 /* One engine-histogram interval (FG_CALIB_SRC_ENGINE_*): its steps took
  * step_s on average, with `batch` sequences, `context` KV tokens between
- * them and `prefill_tokens` uncached prompt tokens each. The same checks
- * as a step. */
+ * them and `prefill_tokens` uncached prompt tokens each; `unseen` (0..1)
+ * is the share of its output tokens that no relayed stream showed. The
+ * streams' steps are the same steps, seen one by one, so an interval
+ * weighs in only for what they missed (a stream-only load is fitted from
+ * the streams; a load of non-streamed requests from the histograms). The
+ * same checks as a step. */
 enum fg_calib_verdict fg_calib_add_interval(struct fg_calib *c, uint64_t now_ns,
 					    enum fg_calib_source src, double batch,
-					    double context, double prefill_tokens, double step_s);
+					    double context, double prefill_tokens, double step_s,
+					    double unseen);
 
 /* The engine intervals leave the window (they were on another clock). */
 void fg_calib_drop_intervals(struct fg_calib *c);

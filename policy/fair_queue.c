@@ -1,5 +1,6 @@
 /* fair_queue.c — VTC weighted fair queueing; see fair_queue.h. */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "lib/id_heap.h"
@@ -37,23 +38,41 @@ static struct fg_idheap due_heap(struct fg_fq *fq)
 	return (struct fg_idheap){ fq->due, fq->due_pos, &fq->n_due, by_deadline, fq };
 }
 
-void fg_fq_init(struct fg_fq *fq, uint32_t n_tenants)
+int fg_fq_init(struct fg_fq *fq, uint32_t n_tenants)
 {
-	fq->n_tenants = n_tenants > FG_MAX_TENANTS ? FG_MAX_TENANTS : n_tenants;
-	fq->total_queued = 0;
-	fq->queued_units = 0;
-	fq->n_ready = fq->n_active = fq->n_due = 0;
-	memset(fq->t, 0, sizeof(fq->t));
-	memset(fq->ready_pos, 0, sizeof(fq->ready_pos));
-	memset(fq->active_pos, 0, sizeof(fq->active_pos));
-	memset(fq->due_pos, 0, sizeof(fq->due_pos));
-	for (uint32_t i = 0; i < fq->n_tenants; i++)
+	uint32_t slots = fg_tenant_slots(n_tenants);
+
+	memset(fq, 0, sizeof(*fq));
+	fq->t = calloc(slots, sizeof(*fq->t));
+	/* the seven id arrays in one block: heap orders, places, scratch */
+	fq->ready = calloc((size_t)slots * 7, sizeof(uint32_t));
+	if (!fq->t || !fq->ready) {
+		fg_fq_free(fq);
+		return -1;
+	}
+	fq->ready_pos = fq->ready + slots;
+	fq->active = fq->ready + 2 * (size_t)slots;
+	fq->active_pos = fq->ready + 3 * (size_t)slots;
+	fq->due = fq->ready + 4 * (size_t)slots;
+	fq->due_pos = fq->ready + 5 * (size_t)slots;
+	fq->skipped = fq->ready + 6 * (size_t)slots;
+	fq->slots = slots;
+	fq->n_tenants = n_tenants > slots ? slots : n_tenants;
+	for (uint32_t i = 0; i < slots; i++)
 		fq->t[i].weight = 1;
+	return 0;
+}
+
+void fg_fq_free(struct fg_fq *fq)
+{
+	free(fq->t);
+	free(fq->ready);
+	memset(fq, 0, sizeof(*fq));
 }
 
 void fg_fq_set_weight(struct fg_fq *fq, uint32_t tenant, double weight)
 {
-	if (tenant >= FG_MAX_TENANTS || !(weight > 0))
+	if (tenant >= fq->slots || !(weight > 0))
 		return;
 	if (tenant >= fq->n_tenants)
 		fq->n_tenants = tenant + 1;
@@ -110,7 +129,7 @@ static void update_active(struct fg_fq *fq, uint32_t tenant)
 
 void fg_fq_push(struct fg_fq *fq, struct fg_fq_item *item)
 {
-	if (item->tenant >= FG_MAX_TENANTS)
+	if (item->tenant >= fq->slots)
 		return;
 	if (item->tenant >= fq->n_tenants)
 		fq->n_tenants = item->tenant + 1;
@@ -261,9 +280,9 @@ uint32_t fg_fq_total_queued(const struct fg_fq *fq)
 void fg_fq_resync(struct fg_fq *fq)
 {
 	fq->n_ready = fq->n_active = fq->n_due = 0;
-	memset(fq->ready_pos, 0, sizeof(fq->ready_pos));
-	memset(fq->active_pos, 0, sizeof(fq->active_pos));
-	memset(fq->due_pos, 0, sizeof(fq->due_pos));
+	memset(fq->ready_pos, 0, fq->slots * sizeof(*fq->ready_pos));
+	memset(fq->active_pos, 0, fq->slots * sizeof(*fq->active_pos));
+	memset(fq->due_pos, 0, fq->slots * sizeof(*fq->due_pos));
 	struct fg_idheap active = active_heap(fq);
 
 	for (uint32_t i = 0; i < fq->n_tenants; i++) {

@@ -55,20 +55,22 @@ struct fg_fq_tenant {
 	bool active;             /* queued or in service */
 };
 
-/* Fixed arrays by tenant id, so a queue is one block that copies (a policy
- * reload keeps the old one aside) and frees with its owner. */
+/* Arrays by tenant id, sized to the policy (fg_fq_init): at 65,536 tenants
+ * they are ~6 MB, at 3 a few hundred bytes. A reload builds a new queue and
+ * moves the old one's state across (fg_gw_reload). */
 struct fg_fq {
 	uint32_t n_tenants;
+	uint32_t slots;          /* allocated ids: n_tenants never exceeds it */
 	uint32_t total_queued;
 	double queued_units;     /* sum of the queued items' backlog_units, kept
 				  * at every push and unlink: no walk over tenants */
 	uint32_t n_ready, n_active, n_due;
-	struct fg_fq_tenant t[FG_MAX_TENANTS];
+	struct fg_fq_tenant *t;
 	/* heap order and each id's place (lib/id_heap.h) */
-	uint32_t ready[FG_MAX_TENANTS], ready_pos[FG_MAX_TENANTS];   /* head != NULL */
-	uint32_t active[FG_MAX_TENANTS], active_pos[FG_MAX_TENANTS]; /* t[].active */
-	uint32_t due[FG_MAX_TENANTS], due_pos[FG_MAX_TENANTS];       /* head->deadline_ns != 0 */
-	uint32_t skipped[FG_MAX_TENANTS]; /* a pop's scratch: heads that may not go yet */
+	uint32_t *ready, *ready_pos;   /* head != NULL */
+	uint32_t *active, *active_pos; /* t[].active */
+	uint32_t *due, *due_pos;       /* head->deadline_ns != 0 */
+	uint32_t *skipped;             /* a pop's scratch: heads that may not go yet */
 };
 
 enum fg_fq_verdict {
@@ -83,7 +85,10 @@ enum fg_fq_verdict {
 /* May this head item be dispatched now? */
 typedef enum fg_fq_verdict (*fg_fq_admit_fn)(const struct fg_fq_item *item, void *ctx);
 
-void fg_fq_init(struct fg_fq *fq, uint32_t n_tenants);
+/* Room for ids 0..n_tenants-1 (at least one, at most FG_MAX_TENANTS), all
+ * of weight 1. Returns -1 (and holds nothing) when out of memory. */
+int fg_fq_init(struct fg_fq *fq, uint32_t n_tenants);
+void fg_fq_free(struct fg_fq *fq);
 /* Weight must be > 0. Keeps counters and queues (for policy reloads). */
 void fg_fq_set_weight(struct fg_fq *fq, uint32_t tenant, double weight);
 void fg_fq_push(struct fg_fq *fq, struct fg_fq_item *item);

@@ -28,29 +28,77 @@ static void setup_tenant(struct fg_gateway *gw, uint32_t id, uint64_t now_ns, bo
 	fg_kv_set_cap(&gw->kv, id, gw->kv_caps ? tier->kv_cap_tokens : 0);
 }
 
-/* The reservation follows the policy and the gateway's cost model; the KV
+/* The reservation follows the policy and the gateway's step model; the KV
  * ledger keeps its holders' memory out of others' reach. */
 static void setup_tpot(struct fg_gateway *gw)
 {
 	const struct fg_policy *p = gw->policy;
 
-	fg_tpot_configure(&gw->tpot, &gw->cm, p);
-	memset(gw->kv.protect, 0, sizeof(gw->kv.protect));
-	for (uint32_t i = 0; i < p->n_tenants; i++)
+	fg_tpot_configure(&gw->tpot, &gw->step_cm, p);
+	memset(gw->kv.protect, 0, gw->kv.slots * sizeof(*gw->kv.protect));
+	for (uint32_t i = 0; i < gw->n_tenants; i++)
 		gw->kv.protect[i] = fg_tpot_is_holder(&gw->tpot, i);
 	fg_kv_set_reserve(&gw->kv, gw->tpot.reserve_tokens);
 	fg_kv_recount_protected(&gw->kv);
 }
 
-void fg_gw_init(struct fg_gateway *gw, const struct fg_policy *p, uint64_t step_tokens,
-		uint64_t now_ns)
+static void tenant_state_free(struct fg_gw_tenant_state *s)
 {
+	free(s->t);
+	s->t = NULL;
+	free(s->map);
+	s->map = NULL;
+	fg_fq_free(&s->fq);
+	fg_kv_free(&s->kv);
+	fg_peak_free(&s->peaks);
+}
+
+/* Per-tenant state for the policy's tenants, all or nothing. */
+static int tenant_state_alloc(struct fg_gw_tenant_state *s, const struct fg_policy *p,
+			      uint64_t window_ns, uint64_t now_ns)
+{
+	memset(s, 0, sizeof(*s));
+	s->t = calloc(fg_tenant_slots(p->n_tenants), sizeof(*s->t));
+	int bad = !s->t;
+	bad |= fg_fq_init(&s->fq, p->n_tenants) < 0;
+	bad |= fg_kv_init(&s->kv, p->replica.kv_pool_tokens, p->agent.kv_headroom, p->n_tenants) < 0;
+	bad |= fg_peak_init(&s->peaks, p->n_tenants, window_ns, now_ns) < 0;
+	if (bad) {
+		tenant_state_free(s);
+		return -1;
+	}
+	return 0;
+}
+
+void fg_gw_free(struct fg_gateway *gw)
+{
+	struct fg_gw_tenant_state s = { .t = gw->t, .fq = gw->fq, .kv = gw->kv, .peaks = gw->peaks };
+
+	tenant_state_free(&s);
+	gw->t = NULL;
+	gw->n_tenants = 0;
+	memset(&gw->fq, 0, sizeof(gw->fq));
+	memset(&gw->kv, 0, sizeof(gw->kv));
+	memset(&gw->peaks, 0, sizeof(gw->peaks));
+}
+
+int fg_gw_init(struct fg_gateway *gw, const struct fg_policy *p, uint64_t step_tokens,
+	       uint64_t now_ns)
+{
+	struct fg_gw_tenant_state s;
+
 	memset(gw, 0, sizeof(*gw));
+	if (tenant_state_alloc(&s, p, 0, now_ns) < 0)
+		return -1;
+	gw->t = s.t;
+	gw->fq = s.fq;
+	gw->kv = s.kv;
+	gw->peaks = s.peaks;
+	gw->n_tenants = p->n_tenants;
 	gw->policy = p;
 	gw->kv_caps = true;
 	fg_cost_model_init_policy(&gw->cm, p);
-	fg_fq_init(&gw->fq, p->n_tenants);
-	fg_kv_init(&gw->kv, p->replica.kv_pool_tokens, p->agent.kv_headroom);
+	gw->step_cm = gw->cm;
 	/* One engine step, in prefill tokens of the same replica time: the
 	 * reference decode step. "Two steps of work" is then ~28 ms on the seed's
 	 * replica, shallow enough that FCFS inside the engine cannot undo the
@@ -58,11 +106,11 @@ void fg_gw_init(struct fg_gateway *gw, const struct fg_policy *p, uint64_t step_
 	if (!step_tokens)
 		step_tokens = (uint64_t)ceil(gw->cm.decode_step_s / gw->cm.prompt_token_s);
 	fg_ew_init(&gw->ew, p->agent.engine_queue_steps, step_tokens);
-	fg_peak_init(&gw->peaks, p->n_tenants, 0, now_ns);
 	gw->rng = now_ns ^ 0x6a09e667f3bcc909ull;
 	for (uint32_t i = 0; i < p->n_tenants; i++)
 		setup_tenant(gw, i, now_ns, false);
 	setup_tpot(gw);
+	return 0;
 }
 
 /* Uniform in [0, 1): splitmix64, so the gateway stays pure and repeatable
@@ -200,7 +248,7 @@ bool fg_gw_exact_wanted(const struct fg_gateway *gw, uint32_t tenant, const char
 	const struct fg_policy *p = gw->policy;
 	struct sizing z;
 
-	if (tenant >= p->n_tenants || shape->fixed_units > 0 || shape->no_gpu ||
+	if (tenant >= gw->n_tenants || shape->fixed_units > 0 || shape->no_gpu ||
 	    shape->exact_prompt_tokens || shape->prompts > 1 || !shape->prompt_chars)
 		return false;
 	if (!maybe_near_a_limit(gw, tenant, shape, now_ns))
@@ -234,7 +282,7 @@ struct fg_gw_decision fg_gw_admit(struct fg_gateway *gw, struct fg_gw_request *r
 	struct sizing z;
 
 	memset(req, 0, sizeof(*req));
-	if (tenant >= p->n_tenants) {
+	if (tenant >= gw->n_tenants) {
 		refuse(&d, FG_GW_BUCKET_NEVER, "unknown tenant");
 		return d;
 	}
@@ -409,7 +457,7 @@ struct fg_gw_decision fg_gw_prompt_known(struct fg_gateway *gw, struct fg_gw_req
 void fg_gw_learn(struct fg_gateway *gw, const struct fg_gw_request *r, const char *model,
 		 double prompt_tokens)
 {
-	if (r->orphan || r->tenant >= gw->policy->n_tenants || !r->prompt_chars || r->price.flat ||
+	if (r->orphan || r->tenant >= gw->n_tenants || !r->prompt_chars || r->price.flat ||
 	    r->prompts > 1)
 		return;
 	int m = r->cal_model ? r->cal_model : fg_cal_model_add(&gw->models, model);
@@ -421,7 +469,7 @@ double fg_gw_chars_per_token(const struct fg_gateway *gw, uint32_t tenant, const
 {
 	double prior = gw->policy->replica.model.chars_per_token;
 
-	if (tenant >= gw->policy->n_tenants)
+	if (tenant >= gw->n_tenants)
 		return prior;
 	return fg_chars_per_token(&gw->t[tenant].cal, fg_cal_model_find(&gw->models, model), prior);
 }
@@ -458,7 +506,7 @@ static enum fg_fq_verdict may_go(const struct fg_fq_item *item, void *ctx)
 			.holders_tokens = gw->kv.protected_reserved,
 			.pending_prefill = gw->ew.pending_tokens,
 		};
-		if (fg_tpot_check(&gw->tpot, &gw->cm, r->tenant, sequences_of(r), r->kv_tokens,
+		if (fg_tpot_check(&gw->tpot, &gw->step_cm, r->tenant, sequences_of(r), r->kv_tokens,
 				  r->prefill_tokens, &b) == FG_TPOT_GO)
 			return FG_FQ_GO;
 		/* the batch is at the size its step stays within the target */
@@ -596,7 +644,7 @@ double fg_gw_finish(struct fg_gateway *gw, struct fg_gw_request *r, const struct
 
 double fg_gw_tokenizer_ran(struct fg_gateway *gw, uint32_t tenant, uint64_t tokens, uint64_t now_ns)
 {
-	if (tenant >= gw->policy->n_tenants)
+	if (tenant >= gw->n_tenants)
 		return 0;
 	double units = fg_price_tokenizer(&gw->cm, gw->policy->agent.metering, (double)tokens);
 	struct fg_gw_tenant *t = &gw->t[tenant];
@@ -679,7 +727,7 @@ double fg_gw_backlog_s(const struct fg_gateway *gw)
 
 uint64_t fg_gw_deny_until(struct fg_gateway *gw, uint32_t tenant, uint64_t now_ns)
 {
-	if (tenant >= gw->policy->n_tenants)
+	if (tenant >= gw->n_tenants)
 		return 0;
 	struct fg_gw_tenant *t = &gw->t[tenant];
 	t->deny_until_ns = fg_deny_until_ns(&t->bucket, t->typical_cost, now_ns,
@@ -690,58 +738,102 @@ uint64_t fg_gw_deny_until(struct fg_gateway *gw, uint32_t tenant, uint64_t now_n
 void fg_gw_set_cost_model(struct fg_gateway *gw, const struct fg_cost_model *cm)
 {
 	gw->cm = *cm;
-	if (gw->policy) /* no policy yet, no TPOT tier to follow it */
-		setup_tpot(gw);
 }
 
-void fg_gw_reload(struct fg_gateway *gw, const struct fg_policy *p, uint64_t now_ns)
+void fg_gw_set_step_model(struct fg_gateway *gw, const struct fg_cost_model *cm)
 {
-	const struct fg_policy *old = gw->policy;
-	static int32_t map[FG_MAX_TENANTS];
-	static struct fg_gw_tenant saved[FG_MAX_TENANTS];
-	static uint64_t kv_saved[FG_MAX_TENANTS];
-	static struct fg_fq old_fq;
+	gw->step_cm = *cm;
+	/* (calibration may call this every second): the holders are the
+	 * policy's, so only the cap and the reserve move, no walk over tenants */
+	if (gw->policy) { /* no policy yet, no TPOT tier to follow it */
+		fg_tpot_recost(&gw->tpot, &gw->step_cm);
+		fg_kv_set_reserve(&gw->kv, gw->tpot.reserve_tokens);
+	}
+}
 
-	/* names matched by a search in the new policy's name order: a scan
-	 * per tenant would be 2^32 compares at 65,536 tenants. Without the
-	 * memory for the order, scanned (slow, still right). */
+/* Old tenant id -> new id (-1: left the policy), matched by name: a search
+ * in the new policy's name order, since a scan per tenant would be 2^32
+ * compares at 65,536 tenants. Without the memory for the order, scanned
+ * (slow, still right). */
+static int32_t *match_tenants(const struct fg_policy *old, uint32_t n_old,
+			       const struct fg_policy *p)
+{
+	int32_t *map = malloc((n_old ? n_old : 1) * sizeof(*map));
 	uint32_t *order = fg_policy_name_order(p);
-	for (uint32_t i = 0; i < old->n_tenants; i++) {
+
+	for (uint32_t i = 0; map && i < n_old; i++) {
 		const struct fg_tenant *nt = order ? fg_policy_find_sorted(p, order, old->tenants[i].name)
 						   : fg_policy_tenant_by_name(p, old->tenants[i].name);
 		map[i] = nt ? (int32_t)nt->id : -1;
 	}
 	free(order);
-	memcpy(saved, gw->t, sizeof(saved));
-	memcpy(kv_saved, gw->kv.reserved, sizeof(kv_saved));
-	old_fq = gw->fq;
+	return map;
+}
+
+int fg_gw_reload_prepare(const struct fg_gateway *gw, const struct fg_policy *p,
+			 struct fg_gw_tenant_state *next)
+{
+	if (tenant_state_alloc(next, p, gw->peaks.window_ns, gw->peaks.window_start_ns) < 0)
+		return -1;
+	next->map = match_tenants(gw->policy, gw->n_tenants, p);
+	if (!next->map) {
+		tenant_state_free(next);
+		return -1;
+	}
+	next->policy = p;
+	return 0;
+}
+
+void fg_gw_reload_cancel(struct fg_gw_tenant_state *next)
+{
+	tenant_state_free(next);
+}
+
+void fg_gw_reload_commit(struct fg_gateway *gw, struct fg_gw_tenant_state *now, uint64_t now_ns)
+{
+	const struct fg_policy *p = now->policy;
+	struct fg_gw_tenant_state was = { .t = gw->t, .fq = gw->fq, .kv = gw->kv, .peaks = gw->peaks };
+	int32_t *map = now->map;
+	uint32_t n_old = gw->n_tenants;
+
+	gw->t = now->t;
+	gw->n_tenants = p->n_tenants;
+	gw->fq = now->fq;
+	gw->kv = now->kv;
+	gw->peaks = now->peaks;
+	memset(now, 0, sizeof(*now));
 
 	/* The node-wide books (node KV total, engine window, calibration,
 	 * peaks) carry over as they are: the engine did not change. */
 	gw->policy = p;
 	fg_cost_model_init_policy(&gw->cm, p);
+	gw->step_cm = gw->cm;
 	gw->ew.steps = p->agent.engine_queue_steps > 0 ? p->agent.engine_queue_steps : 2;
-	double headroom = p->agent.kv_headroom > 0 && p->agent.kv_headroom <= 1 ? p->agent.kv_headroom : 1;
-	gw->kv.node_cap = (uint64_t)((double)p->replica.kv_pool_tokens * headroom);
-	memset(gw->kv.reserved, 0, sizeof(gw->kv.reserved));
-	memset(gw->kv.cap, 0, sizeof(gw->kv.cap));
-	memset(gw->t, 0, sizeof(gw->t));
-	fg_fq_init(&gw->fq, p->n_tenants);
+	gw->kv.node_reserved = was.kv.node_reserved;
+	gw->peaks.cur_node = was.peaks.cur_node;
+	gw->peaks.peak_node = was.peaks.peak_node;
+	gw->peaks.windows_closed = was.peaks.windows_closed;
 	for (uint32_t i = 0; i < p->n_tenants; i++)
 		setup_tenant(gw, i, now_ns, false);
 
-	for (uint32_t i = 0; i < old->n_tenants; i++) {
+	for (uint32_t i = 0; i < n_old; i++) {
 		if (map[i] < 0)
 			continue;
 		uint32_t n = (uint32_t)map[i];
 		struct fg_bucket fresh = gw->t[n].bucket;
-		gw->t[n] = saved[i];
+		gw->t[n] = was.t[i];
 		fg_bucket_reshape(&gw->t[n].bucket, fresh.rate, fresh.depth, now_ns);
-		gw->fq.t[n].vtc = old_fq.t[i].vtc;
-		gw->fq.t[n].served_units = old_fq.t[i].served_units;
-		gw->fq.t[n].in_service = old_fq.t[i].in_service;
-		gw->kv.reserved[n] = kv_saved[i];
+		gw->fq.t[n].vtc = was.fq.t[i].vtc;
+		gw->fq.t[n].served_units = was.fq.t[i].served_units;
+		gw->fq.t[n].in_service = was.fq.t[i].in_service;
+		gw->kv.reserved[n] = was.kv.reserved[i];
+		gw->peaks.peak[n] = was.peaks.peak[i];
+		gw->peaks.sum_peaks += was.peaks.peak[i];
+		if (was.peaks.cur[i] > 0)
+			fg_peak_add(&gw->peaks, n, was.peaks.cur[i], gw->peaks.window_start_ns);
 	}
+	/* fg_peak_add counted those in the node's window a second time */
+	gw->peaks.cur_node = was.peaks.cur_node;
 	for (struct fg_gw_request *r = gw->live; r; r = r->next) {
 		if (r->orphan)
 			continue;
@@ -750,9 +842,10 @@ void fg_gw_reload(struct fg_gateway *gw, const struct fg_policy *p, uint64_t now
 		else
 			r->item.tenant = r->tenant = (uint32_t)map[r->tenant];
 	}
-	/* Move waiting requests queue by queue, so each keeps its FIFO order. */
-	for (uint32_t i = 0; i < old_fq.n_tenants; i++) {
-		struct fg_fq_item *it = old_fq.t[i].head, *next;
+	/* Move waiting requests queue by queue, so each keeps its FIFO order;
+	 * only tenants with a queue are visited (the ready heap holds them). */
+	for (uint32_t k = 0; k < was.fq.n_ready; k++) {
+		struct fg_fq_item *it = was.fq.t[was.fq.ready[k]].head, *next;
 		for (; it; it = next) {
 			next = it->next;
 			struct fg_gw_request *r = (struct fg_gw_request *)it;
@@ -766,6 +859,18 @@ void fg_gw_reload(struct fg_gateway *gw, const struct fg_policy *p, uint64_t now
 	}
 	fg_fq_resync(&gw->fq);
 	setup_tpot(gw);
+	was.map = map;
+	tenant_state_free(&was);
+}
+
+int fg_gw_reload(struct fg_gateway *gw, const struct fg_policy *p, uint64_t now_ns)
+{
+	struct fg_gw_tenant_state next;
+
+	if (fg_gw_reload_prepare(gw, p, &next) < 0)
+		return -1;
+	fg_gw_reload_commit(gw, &next, now_ns);
+	return 0;
 }
 
 const char *fg_gw_outcome_name(enum fg_gw_outcome o)

@@ -108,8 +108,15 @@ struct fg_gw_tenant {
 
 struct fg_gateway {
 	const struct fg_policy *policy;
-	struct fg_cost_model cm;
-	struct fg_gw_tenant t[FG_MAX_TENANTS];
+	struct fg_cost_model cm;      /* what every price is charged on */
+	/* what the TPOT cap is sized on: the policy's, or under calibration
+	 * `on` the measured step at once (fg_gw_set_step_model) */
+	struct fg_cost_model step_cm;
+	/* Per-tenant state, by tenant id, for the n_tenants the policy had at
+	 * init or the last reload (a policy grown in place is not seen before
+	 * fg_gw_reload: its new ids are refused as unknown until then). */
+	uint32_t n_tenants;
+	struct fg_gw_tenant *t;
 	struct fg_fq fq;
 	struct fg_kv_ledger kv;
 	struct fg_engine_window ew;
@@ -126,16 +133,43 @@ struct fg_gateway {
 
 /* The policy must outlive the gateway (or be replaced by fg_gw_reload).
  * step_tokens: prefill tokens per engine step for the shallow-queue window;
- * 0 = derive from the cost model (decode step time / prompt-token time). */
-void fg_gw_init(struct fg_gateway *gw, const struct fg_policy *p, uint64_t step_tokens,
-		uint64_t now_ns);
+ * 0 = derive from the cost model (decode step time / prompt-token time).
+ * Per-tenant state is sized to the policy's tenants (~600 bytes each).
+ * Returns -1 when out of memory (the gateway then holds nothing). */
+int fg_gw_init(struct fg_gateway *gw, const struct fg_policy *p, uint64_t step_tokens,
+	       uint64_t now_ns);
+/* Frees the per-tenant state (live requests are the caller's). */
+void fg_gw_free(struct fg_gateway *gw);
 /* New policy: tenants are matched by name; buckets, counters, queued and
- * in-flight requests follow them. Requests of tenants that left finish
- * (or time out) without touching anyone's bucket. */
-void fg_gw_reload(struct fg_gateway *gw, const struct fg_policy *p, uint64_t now_ns);
-/* Prices from another cost model (calibration under `on`): the TPOT
- * reservation's batch cap and KV reserve follow it at once. */
+ * in-flight requests follow them, into state resized to the new policy.
+ * Requests of tenants that left finish (or time out) without touching
+ * anyone's bucket. Returns -1 when out of memory: the gateway keeps the old
+ * policy and all its state. */
+int fg_gw_reload(struct fg_gateway *gw, const struct fg_policy *p, uint64_t now_ns);
+/* fg_gw_reload in two steps, for a caller with more to prepare that may
+ * fail: prepare takes all the memory (-1 if it cannot: nothing changed),
+ * then exactly one of commit (cannot fail) or cancel. */
+struct fg_gw_tenant_state {
+	const struct fg_policy *policy;
+	int32_t *map;                 /* old tenant id -> new id, -1 = gone */
+	struct fg_gw_tenant *t;
+	struct fg_fq fq;
+	struct fg_kv_ledger kv;
+	struct fg_peak_meter peaks;
+};
+int fg_gw_reload_prepare(const struct fg_gateway *gw, const struct fg_policy *p,
+			 struct fg_gw_tenant_state *next);
+void fg_gw_reload_commit(struct fg_gateway *gw, struct fg_gw_tenant_state *next, uint64_t now_ns);
+void fg_gw_reload_cancel(struct fg_gw_tenant_state *next);
+/* Prices from another cost model (calibration under `on`, moving at a
+ * bounded rate so a bill never jumps). The TPOT cap does not follow it. */
 void fg_gw_set_cost_model(struct fg_gateway *gw, const struct fg_cost_model *cm);
+/* The step model the TPOT reservation's batch cap and KV reserve are sized
+ * on, recomputed at once: the measured one under calibration `on` (a cap
+ * sized on a model faster than the engine breaks the SLO for as long as
+ * the prices take to follow), the policy's otherwise. fg_gw_init and
+ * fg_gw_reload set it to the policy's. */
+void fg_gw_set_step_model(struct fg_gateway *gw, const struct fg_cost_model *cm);
 
 /* Whether asking the engine for the prompt's exact count could change what
  * fg_gw_admit decides: the estimate lies between "certainly fits" (the most

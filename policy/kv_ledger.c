@@ -1,4 +1,5 @@
 /* kv_ledger.c — per-tenant and node KV reservations; see kv_ledger.h. */
+#include <stdlib.h>
 #include <string.h>
 #include "kv_ledger.h"
 
@@ -7,30 +8,51 @@ uint64_t fg_kv_tokens(uint64_t prompt_tokens, uint64_t max_output_tokens, uint32
 	return (uint64_t)(n ? n : 1) * (prompt_tokens + max_output_tokens);
 }
 
-void fg_kv_init(struct fg_kv_ledger *l, uint64_t pool_tokens, double headroom)
+int fg_kv_init(struct fg_kv_ledger *l, uint64_t pool_tokens, double headroom, uint32_t n_tenants)
 {
+	uint32_t slots = fg_tenant_slots(n_tenants);
+
 	memset(l, 0, sizeof(*l));
 	if (!(headroom > 0) || headroom > 1)
 		headroom = 1;
 	l->node_cap = (uint64_t)((double)pool_tokens * headroom);
+	l->cap = calloc(slots, sizeof(*l->cap));
+	l->reserved = calloc(slots, sizeof(*l->reserved));
+	l->protect = calloc(slots, sizeof(*l->protect));
+	if (!l->cap || !l->reserved || !l->protect) {
+		fg_kv_free(l);
+		return -1;
+	}
+	l->slots = slots;
+	return 0;
+}
+
+void fg_kv_free(struct fg_kv_ledger *l)
+{
+	free(l->cap);
+	free(l->reserved);
+	free(l->protect);
+	l->cap = l->reserved = NULL;
+	l->protect = NULL;
+	l->slots = 0;
 }
 
 void fg_kv_set_cap(struct fg_kv_ledger *l, uint32_t tenant, uint64_t cap_tokens)
 {
-	if (tenant < FG_MAX_TENANTS)
+	if (tenant < l->slots)
 		l->cap[tenant] = cap_tokens;
 }
 
 uint64_t fg_kv_node_cap_for(const struct fg_kv_ledger *l, uint32_t tenant)
 {
-	if (!l->node_cap || !l->reserve || (tenant < FG_MAX_TENANTS && l->protect[tenant]))
+	if (!l->node_cap || !l->reserve || (tenant < l->slots && l->protect[tenant]))
 		return l->node_cap;
 	return l->reserve < l->node_cap ? l->node_cap - l->reserve : 0;
 }
 
 enum fg_kv_verdict fg_kv_check(const struct fg_kv_ledger *l, uint32_t tenant, uint64_t tokens)
 {
-	if (tenant >= FG_MAX_TENANTS)
+	if (tenant >= l->slots)
 		return FG_KV_NEVER_TENANT;
 	uint64_t cap = l->cap[tenant];
 	if (cap && tokens > cap)
@@ -65,7 +87,7 @@ enum fg_kv_verdict fg_kv_reserve(struct fg_kv_ledger *l, uint32_t tenant, uint64
 
 void fg_kv_release(struct fg_kv_ledger *l, uint32_t tenant, uint64_t tokens)
 {
-	if (tenant >= FG_MAX_TENANTS)
+	if (tenant >= l->slots)
 		return;
 	/* Clamp rather than wrap: a double release must not turn into a huge
 	 * reservation that blocks the tenant forever. */
@@ -80,14 +102,14 @@ void fg_kv_release(struct fg_kv_ledger *l, uint32_t tenant, uint64_t tokens)
 void fg_kv_recount_protected(struct fg_kv_ledger *l)
 {
 	l->protected_reserved = 0;
-	for (uint32_t i = 0; i < FG_MAX_TENANTS; i++)
+	for (uint32_t i = 0; i < l->slots; i++)
 		if (l->protect[i])
 			l->protected_reserved += l->reserved[i];
 }
 
 void fg_kv_set_protected(struct fg_kv_ledger *l, uint32_t tenant, bool protect)
 {
-	if (tenant >= FG_MAX_TENANTS || l->protect[tenant] == protect)
+	if (tenant >= l->slots || l->protect[tenant] == protect)
 		return;
 	l->protect[tenant] = protect;
 	if (protect)

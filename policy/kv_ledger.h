@@ -20,14 +20,16 @@
 #include <stdint.h>
 #include "policy.h"
 
+/* Per-tenant books are arrays of `slots` ids, sized to the policy. */
 struct fg_kv_ledger {
 	uint64_t node_cap;
 	uint64_t node_reserved;
-	uint64_t cap[FG_MAX_TENANTS];      /* 0 = no per-tenant cap */
-	uint64_t reserved[FG_MAX_TENANTS];
+	uint32_t slots;
+	uint64_t *cap;                     /* 0 = no per-tenant cap */
+	uint64_t *reserved;
 	uint64_t reserve;                  /* kept for the protected (0 = none) */
 	uint64_t protected_reserved;       /* what the protected hold */
-	bool protect[FG_MAX_TENANTS];
+	bool *protect;
 };
 
 enum fg_kv_verdict {
@@ -41,7 +43,10 @@ enum fg_kv_verdict {
 /* KV tokens a request holds: n sequences of prompt + reserved output. */
 uint64_t fg_kv_tokens(uint64_t prompt_tokens, uint64_t max_output_tokens, uint32_t n);
 
-void fg_kv_init(struct fg_kv_ledger *l, uint64_t pool_tokens, double headroom);
+/* Books for tenant ids 0..n_tenants-1 (at least one). Returns -1 (holding
+ * nothing) when out of memory. */
+int fg_kv_init(struct fg_kv_ledger *l, uint64_t pool_tokens, double headroom, uint32_t n_tenants);
+void fg_kv_free(struct fg_kv_ledger *l);
 void fg_kv_set_cap(struct fg_kv_ledger *l, uint32_t tenant, uint64_t cap_tokens);
 /* The most of the node's pool `tenant` may ever hold (0 = no node cap):
  * the reservable pool, less the reserve unless it is protected. */

@@ -14,15 +14,23 @@
 struct fg_peak_meter {
 	uint64_t window_ns;       /* 60 s by default */
 	uint64_t window_start_ns;
-	double cur[FG_MAX_TENANTS];
+	double *cur;              /* by tenant id, `slots` of them (sized to the policy) */
 	double cur_node;
-	double peak[FG_MAX_TENANTS];  /* units/s */
+	double *peak;             /* units/s */
 	double peak_node;             /* units/s */
-	uint32_t n_tenants;
+	double sum_peaks;             /* of peak[], kept as peaks rise */
+	uint32_t n_tenants, slots;
 	uint32_t windows_closed;
+	/* tenants billed in the open window (ids, no repeats): a window closes
+	 * in O(those), not O(every tenant) */
+	uint32_t *touched, n_touched;
 };
 
-void fg_peak_init(struct fg_peak_meter *m, uint32_t n_tenants, uint64_t window_ns, uint64_t now_ns);
+/* Returns -1 (holding nothing) when out of memory. */
+int fg_peak_init(struct fg_peak_meter *m, uint32_t n_tenants, uint64_t window_ns, uint64_t now_ns);
+void fg_peak_free(struct fg_peak_meter *m);
+/* Another window length from now on (the policy's peak_window_s). */
+void fg_peak_set_window(struct fg_peak_meter *m, uint64_t window_ns);
 void fg_peak_add(struct fg_peak_meter *m, uint32_t tenant, double units, uint64_t now_ns);
 /* Close windows that have ended by now_ns (call on a timer too). */
 void fg_peak_tick(struct fg_peak_meter *m, uint64_t now_ns);

@@ -24,6 +24,12 @@
 /* What the kernel's maps hold, a policy must fit: these are the ABI's. */
 #define FG_NAME_MAX FG_NAME_LEN               /* tenant/tier name incl. NUL */
 #define FG_MAX_TENANTS FG_MAP_MAX_TENANTS     /* also the tenant ids */
+/* Slots a per-tenant array gets for a policy of n tenants: its size (at
+ * least one, so an empty policy still has a valid array), capped at the limit. */
+static inline uint32_t fg_tenant_slots(uint32_t n)
+{
+	return n > FG_MAX_TENANTS ? FG_MAX_TENANTS : n ? n : 1;
+}
 #define FG_MAX_PORTS FG_MAX_PROTECTED_PORTS
 #define FG_MAX_IFACES FG_MAX_GATE_IFACES
 #define FG_IFNAME_MAX 16         /* interface name incl. NUL (IF_NAMESIZE) */
@@ -32,6 +38,11 @@
 #define FG_MAX_SOURCES 16        /* CIDRs per tenant */
 #define FG_MAX_POLICY_SOURCES FG_MAP_MAX_STATIC /* CIDRs of all tenants together */
 #define FG_MAX_TRUSTED 16
+/* agent.workers: proxy threads, each with its own epoll loop and listener
+ * (agent/proxy/workers.c); 0 in the policy = the CPUs the agent may use,
+ * capped here */
+#define FG_MAX_WORKERS 64
+#define FG_AUTO_WORKERS_CAP 16
 #define FG_HOSTPORT_MAX 64
 #define FG_PATH_MAX 256          /* file paths inside the policy, incl. NUL */
 #define FG_MAX_PASSTHROUGH 16    /* agent.passthrough entries */
@@ -217,6 +228,7 @@ struct fg_agent {
 	/* /metrics answers only a bearer token equal to this file's first line;
 	 * "" = /metrics is open to whoever reaches metrics_listen */
 	char metrics_token_file[FG_PATH_MAX];
+	uint32_t workers;                   /* agent.workers (1); 0 = auto */
 };
 
 struct fg_policy {

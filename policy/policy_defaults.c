@@ -75,4 +75,7 @@ void fg_policy_defaults(struct fg_policy *p)
 	/* twice the seed replica's decode batch: a tenant can fill the engine
 	 * and have as many again waiting its turn */
 	a->limits.max_inflight_per_tenant = 256;
+	/* one proxy thread until N threads share the gateway with finer locks
+	 * than one (docs/design.md, "Workers") */
+	a->workers = 1;
 }

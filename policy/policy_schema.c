@@ -676,6 +676,7 @@ static const struct fg_field agent_fields[] = {
 	SUB("limits", offsetof(struct fg_agent, limits), limits_schema, 0),
 	STR("engine_api_key_file", FG_K_PATH, struct fg_agent, engine_api_key_file, 0),
 	STR("metrics_token_file", FG_K_PATH, struct fg_agent, metrics_token_file, 0),
+	UINT("workers", struct fg_agent, workers, 0, FG_MAX_WORKERS, 0),
 };
 static const struct fg_schema agent_schema = SCHEMA(agent_fields);
 

@@ -54,19 +54,26 @@ void fg_tpot_configure(struct fg_tpot_reserve *r, const struct fg_cost_model *cm
 
 	memset(r, 0, sizeof(*r));
 	r->sequences = sequences;
-	for (uint32_t i = 0; i < p->n_tenants && i < FG_MAX_TENANTS; i++) {
+	r->policy = p;
+	for (uint32_t i = 0; i < p->n_tenants; i++) {
 		const struct fg_tier *t = &p->tiers[p->tenants[i].tier];
 		if (!(t->tpot_p99_ms > 0))
 			continue;
 		double target = t->tpot_p99_ms / 1e3;
 		if (!r->target_s || target < r->target_s)
 			r->target_s = target;
-		r->holder[i] = true;
 		r->holders++;
 		reserve += (double)t->kv_cap_tokens;
 	}
+	r->holders_kv_caps = reserve;
+	fg_tpot_recost(r, cm);
+}
+
+void fg_tpot_recost(struct fg_tpot_reserve *r, const struct fg_cost_model *cm)
+{
 	if (!r->target_s)
 		return;
+	double reserve = r->holders_kv_caps;
 	r->cap_tokens = fg_tpot_context_within(cm, r->target_s, cm->ref_context);
 	r->reserve_tokens = reserve < (double)r->cap_tokens ? (uint64_t)reserve : r->cap_tokens;
 }

@@ -50,7 +50,10 @@ struct fg_tpot_reserve {
 	uint64_t cap_tokens;     /* most context a step holds within the target, nothing pending */
 	uint32_t sequences;      /* sent to the engine and not ended (long-context pool aside) */
 	uint32_t holders;        /* tenants in TPOT tiers */
-	bool holder[FG_MAX_TENANTS];
+	double holders_kv_caps;  /* the sum of their tiers' kv_cap_tokens */
+	/* the policy configured from: a holder is a tenant whose tier sells
+	 * tpot_p99_ms, read from it (no per-tenant array to size or copy) */
+	const struct fg_policy *policy;
 };
 
 /* The batch as the gateway books it when a request asks to go. */
@@ -67,13 +70,18 @@ enum fg_tpot_verdict {
 	FG_TPOT_WAIT_OTHER,  /* another's: it and the others wait; holders may go */
 };
 
-/* From the policy and the gateway's cost model; `sequences` is kept. */
+/* From the policy and the gateway's cost model; `sequences` is kept. The
+ * policy must outlive the reservation (or be configured again). O(tenants). */
 void fg_tpot_configure(struct fg_tpot_reserve *r, const struct fg_cost_model *cm,
 		       const struct fg_policy *p);
+/* Another cost model, the same policy: the cap and reserve follow, O(1). */
+void fg_tpot_recost(struct fg_tpot_reserve *r, const struct fg_cost_model *cm);
 static inline bool fg_tpot_active(const struct fg_tpot_reserve *r) { return r->target_s > 0; }
 static inline bool fg_tpot_is_holder(const struct fg_tpot_reserve *r, uint32_t tenant)
 {
-	return tenant < FG_MAX_TENANTS && r->holder[tenant];
+	const struct fg_policy *p = r->policy;
+
+	return p && tenant < p->n_tenants && p->tiers[p->tenants[tenant].tier].tpot_p99_ms > 0;
 }
 
 /* May a request of `tenant` with `sequences` sequences holding

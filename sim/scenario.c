@@ -235,7 +235,7 @@ int scn_run(const struct scn_config *cfg, struct scn_result *out)
 			max_prompt = cfg->loads[i].prompt_tokens;
 	r.reqs = calloc(n ? n : 1, sizeof(*r.reqs));
 	r.prompt_buf = malloc(max_prompt * sizeof(*r.prompt_buf));
-	r.gw = malloc(sizeof(*r.gw));
+	r.gw = calloc(1, sizeof(*r.gw)); /* zeroed: fg_gw_free on any way out */
 	for (uint32_t i = 0; i < 16; i++)
 		r.ttft[i] = malloc((n ? n : 1) * sizeof(double));
 	r.engine = sim_engine_new(&cfg->engine, &r.cm, on_event, &r);
@@ -253,10 +253,15 @@ int scn_run(const struct scn_config *cfg, struct scn_result *out)
 	*pol = *cfg->policy;
 	pol->agent.metering = cfg->metering;
 	pol->agent.output_pricing = cfg->output_pricing;
-	fg_gw_init(r.gw, pol, 0, 0);
+	if (fg_gw_init(r.gw, pol, 0, 0) < 0) {
+		free(pol);
+		free(r.gw);
+		r.gw = NULL;
+		goto out;
+	}
 	if (!cfg->kv_isolation) {
 		r.gw->kv_caps = false;
-		for (uint32_t i = 0; i < FG_MAX_TENANTS; i++)
+		for (uint32_t i = 0; i < r.gw->kv.slots; i++)
 			fg_kv_set_cap(&r.gw->kv, i, 0);
 		r.gw->kv.node_cap = 0;
 	}
@@ -318,6 +323,8 @@ out:
 		free(r.ttft[i]);
 	free(r.prompt_buf);
 	free(r.reqs);
+	if (r.gw)
+		fg_gw_free(r.gw);
 	free(r.gw);
 	free(arr);
 	return rc;

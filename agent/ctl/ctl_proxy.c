@@ -12,6 +12,7 @@
 #include "agent/http/engine_scrape.h"
 #include "agent/kernel/kernel.h"
 #include "agent/policy_apply.h"
+#include "lib/event_loop.h"
 #include "agent/proxy/proxy.h"
 #include "agent/proxy/proxy_internal.h"
 #include "policy/overload.h"
@@ -162,15 +163,16 @@ static json_t *scheduling_json(struct fg_proxy *px)
 	const struct fg_tpot_reserve *t = &gw->tpot;
 	if (sc && fg_tpot_active(t))
 		json_object_set_new(sc, "tpot", json_pack(
-			"{s:f, s:I, s:I, s:I, s:I, s:I, s:f}", "target_ms", t->target_s * 1e3,
+			"{s:f, s:I, s:I, s:I, s:I, s:I, s:f, s:s}", "target_ms", t->target_s * 1e3,
 			"cap_tokens", (json_int_t)t->cap_tokens,
 			"reserve_tokens", (json_int_t)t->reserve_tokens,
 			"sequences", (json_int_t)t->sequences,
 			"context_tokens", (json_int_t)gw->kv.node_reserved,
 			"holders_tokens", (json_int_t)gw->kv.protected_reserved,
-			"modeled_step_ms", 1e3 * fg_batch_step_s(&gw->cm, t->sequences,
+			"modeled_step_ms", 1e3 * fg_batch_step_s(&gw->step_cm, t->sequences,
 								 (double)gw->kv.node_reserved,
-								 (double)gw->ew.pending_tokens)));
+								 (double)gw->ew.pending_tokens),
+			"step_model", px->calib && px->calib->step_measured ? "measured" : "assumed"));
 	return sc;
 }
 
@@ -362,11 +364,22 @@ static json_t *cmd_policy_apply(struct fg_agent_state *st, json_t *req, char *er
 		snprintf(err, errlen, "policy_apply needs \"policy\": the policy file's text");
 		return NULL;
 	}
+	/* parse and apply run on the loop: what they take, it stalls */
+	uint64_t t0 = fg_now_ns();
 	struct fg_policy *np = fg_agent_parse_policy(&st->opts, text, strlen(text), file, ttext,
 						     ttext ? strlen(ttext) : 0, tfile, err, errlen);
 	if (!np)
 		return NULL;
-	return fg_agent_apply_policy(st, np, file, err, errlen);
+	uint64_t t1 = fg_now_ns();
+	json_t *r = fg_agent_apply_policy(st, np, file, err, errlen);
+	if (r) {
+		uint64_t t2 = fg_now_ns();
+		json_object_set_new(r, "parse_ms", json_real((double)(t1 - t0) / 1e6));
+		json_object_set_new(r, "apply_ms", json_real((double)(t2 - t1) / 1e6));
+		fprintf(stderr, "fairgated: policy apply held the loop %.1f ms (parse %.1f, apply %.1f)\n",
+			(double)(t2 - t0) / 1e6, (double)(t1 - t0) / 1e6, (double)(t2 - t1) / 1e6);
+	}
+	return r;
 }
 
 void fg_ctl_proxy_register(void)

@@ -22,6 +22,53 @@ struct fleet_view {
 	struct fg_fleet_peer peers[FG_FLEET_VIEW_MAX];
 };
 
+struct fleet_tenants {
+	uint32_t n;
+	char (*names)[FG_NAME_MAX];
+	struct fg_fleet_tenant *ft;
+	struct fleet_view *views;
+	double *fleet_peak;       /* the tenant's fleet-wide peak units/s */
+	double *report_mark;      /* billed when last reported */
+	uint32_t *order;          /* the policy's ids in name order (answers come
+				   * back by name); NULL: out of memory, scanned */
+};
+
+static void tenants_free(struct fleet_tenants *s)
+{
+	free(s->names);
+	free(s->ft);
+	free(s->views);
+	free(s->fleet_peak);
+	free(s->report_mark);
+	free(s->order);
+	memset(s, 0, sizeof(*s));
+}
+
+static int tenants_alloc(struct fleet_tenants *s, const struct fg_policy *p)
+{
+	size_t n = fg_tenant_slots(p->n_tenants);
+
+	memset(s, 0, sizeof(*s));
+	s->names = calloc(n, sizeof(*s->names));
+	s->ft = calloc(n, sizeof(*s->ft));
+	s->views = calloc(n, sizeof(*s->views));
+	s->fleet_peak = calloc(n, sizeof(double));
+	s->report_mark = calloc(n, sizeof(double));
+	s->order = fg_policy_name_order(p);
+	if (!s->names || !s->ft || !s->views || !s->fleet_peak || !s->report_mark) {
+		tenants_free(s);
+		return -1;
+	}
+	s->n = p->n_tenants;
+	return 0;
+}
+
+static const struct fg_tenant *tenant_named(const struct fleet_tenants *s,
+					    const struct fg_policy *p, const char *name)
+{
+	return s->order ? fg_policy_find_sorted(p, s->order, name) : fg_policy_tenant_by_name(p, name);
+}
+
 struct fg_fleet {
 	struct fg_proxy *px;
 	struct fg_fleet_cfg cfg;
@@ -31,15 +78,13 @@ struct fg_fleet {
 	struct fg_fleet_client *client;
 	uint64_t timer, tick_ns;
 
-	/* by tenant id of the policy in force; names say whose they are */
-	uint32_t n;
-	char (*names)[FG_NAME_MAX];
-	struct fg_fleet_tenant *ft;
-	struct fleet_view *views;
-	double *fleet_peak;       /* the tenant's fleet-wide peak units/s */
-	double *report_mark;      /* billed when last reported */
+	/* by tenant id of the policy in force (n of them, sized to it); names
+	 * say whose they are */
+	struct fleet_tenants cur;
+	struct fleet_tenants next; /* fg_fleet_prepare_policy's, until applied */
 
-	struct fg_fleet_batch batch; /* reqs and report arrays: FG_MAX_TENANTS */
+	struct fg_fleet_batch batch; /* reqs and report arrays: batch_slots */
+	uint32_t batch_slots;
 	bool batch_out;
 	bool report_retry;
 	uint64_t report_seq, report_last_ns;
@@ -123,17 +168,17 @@ static void take_batch(struct fg_fleet *f, struct fg_fleet_batch *b)
 	store_state(f, b, now);
 	for (uint32_t k = 0; k < b->n; k++) {
 		struct fg_fleet_req *q = &b->reqs[k];
-		const struct fg_tenant *t = fg_policy_tenant_by_name(p, q->tenant);
+		const struct fg_tenant *t = tenant_named(&f->cur, p, q->tenant);
 		if (!t)
 			continue; /* left the policy meanwhile */
-		struct fg_fleet_tenant *ft = &f->ft[t->id];
+		struct fg_fleet_tenant *ft = &f->cur.ft[t->id];
 		if (!ft->in_flight || ft->call.seq != q->call.seq)
 			continue;
 		struct fg_fleet_params pp = params_of(f, p, t->id);
 		struct fg_fleet_books bk = books_of(gw, t->id);
 		if (q->ok) {
 			fg_fleet_apply(ft, &gw->t[t->id].bucket, &pp, &bk, &q->ans, now);
-			struct fleet_view *v = &f->views[t->id];
+			struct fleet_view *v = &f->cur.views[t->id];
 			v->total = q->n_peers;
 			v->n = q->n_peers < FG_FLEET_VIEW_MAX ? q->n_peers : FG_FLEET_VIEW_MAX;
 			memcpy(v->peers, q->peers, v->n * sizeof(v->peers[0]));
@@ -159,9 +204,9 @@ static void take_batch(struct fg_fleet *f, struct fg_fleet_batch *b)
 			f->sum_peaks = rp->sum_tenant_peaks;
 			f->report_ok_ns = now;
 			for (uint32_t k = 0; k < rp->n; k++) {
-				const struct fg_tenant *t = fg_policy_tenant_by_name(p, rp->tenant[k]);
+				const struct fg_tenant *t = tenant_named(&f->cur, p, rp->tenant[k]);
 				if (t)
-					f->fleet_peak[t->id] = rp->peak[k];
+					f->cur.fleet_peak[t->id] = rp->peak[k];
 			}
 		}
 	}
@@ -199,12 +244,12 @@ static void prepare_report(struct fg_fleet *f, uint64_t now)
 	if (f->report_last_ns && now - f->report_last_ns < ns_of(f->cfg.period_s))
 		return;
 	rp->n = 0;
-	for (uint32_t i = 0; i < f->n; i++) {
+	for (uint32_t i = 0; i < f->cur.n; i++) {
 		double billed = gw->t[i].billed_units;
-		if (billed > f->report_mark[i]) {
-			snprintf(rp->tenant[rp->n], FG_NAME_MAX, "%s", f->names[i]);
-			rp->units[rp->n++] = billed - f->report_mark[i];
-			f->report_mark[i] = billed;
+		if (billed > f->cur.report_mark[i]) {
+			snprintf(rp->tenant[rp->n], FG_NAME_MAX, "%s", f->cur.names[i]);
+			rp->units[rp->n++] = billed - f->cur.report_mark[i];
+			f->cur.report_mark[i] = billed;
 		}
 	}
 	rp->seq = ++f->report_seq;
@@ -222,6 +267,35 @@ static void arm(struct fg_fleet *f)
 		f->timer = fg_loop_timer(f->px->st->loop, f->tick_ns, tick, f);
 }
 
+/* The batch's arrays hold a call and a report line per tenant. They only
+ * grow, and only while the thread does not hold the batch; a report being
+ * retried keeps its lines (realloc). */
+static int grow_batch(struct fg_fleet *f, uint32_t n)
+{
+	struct fg_fleet_batch *b = &f->batch;
+
+	if (!n)
+		n = 1;
+	if (n <= f->batch_slots)
+		return 0;
+	void *reqs = realloc(b->reqs, n * sizeof(*b->reqs));
+	if (reqs)
+		b->reqs = reqs;
+	void *tenant = realloc(b->report.tenant, n * sizeof(*b->report.tenant));
+	if (tenant)
+		b->report.tenant = tenant;
+	void *units = realloc(b->report.units, n * sizeof(double));
+	if (units)
+		b->report.units = units;
+	void *peak = realloc(b->report.peak, n * sizeof(double));
+	if (peak)
+		b->report.peak = peak;
+	if (!reqs || !tenant || !units || !peak)
+		return -1;
+	f->batch_slots = n;
+	return 0;
+}
+
 /* Observe and shape every tenant; send what is due. */
 static void run_tick(struct fg_fleet *f)
 {
@@ -229,24 +303,27 @@ static void run_tick(struct fg_fleet *f)
 	const struct fg_policy *p = gw->policy;
 	uint64_t now = fg_now_ns();
 	uint32_t n = 0;
+	/* after a reload that added tenants, nothing is sent until the
+	 * batch has room for them all (out of memory: retried each tick) */
+	bool no_room = !f->batch_out && grow_batch(f, f->cur.n) < 0;
 
-	for (uint32_t i = 0; i < f->n; i++) {
+	for (uint32_t i = 0; i < f->cur.n; i++) {
 		struct fg_fleet_params pp = params_of(f, p, i);
 		struct fg_fleet_books bk = books_of(gw, i);
-		struct fg_fleet_tenant *ft = &f->ft[i];
+		struct fg_fleet_tenant *ft = &f->cur.ft[i];
 		struct fg_bucket *b = &gw->t[i].bucket;
 
 		fg_fleet_observe(ft, b, &pp, &bk, now);
 		gw->t[i].refused_peak = 0; /* observe keeps the largest */
 		fg_fleet_shape(ft, b, &pp, bk.typical_cost, now);
-		if (f->batch_out || !fg_fleet_due(ft, b, &pp, bk.typical_cost, now))
+		if (f->batch_out || no_room || !fg_fleet_due(ft, b, &pp, bk.typical_cost, now))
 			continue;
 		struct fg_fleet_req *q = &f->batch.reqs[n++];
-		snprintf(q->tenant, sizeof(q->tenant), "%s", f->names[i]);
+		snprintf(q->tenant, sizeof(q->tenant), "%s", f->cur.names[i]);
 		q->params = pp;
 		q->call = *fg_fleet_prepare(ft, b, &pp, &bk, now);
 	}
-	if (f->batch_out)
+	if (f->batch_out || no_room)
 		return;
 	prepare_report(f, now);
 	if (!n && !f->batch.report.send)
@@ -260,9 +337,9 @@ static void run_tick(struct fg_fleet *f)
 	/* the thread still holds the last one (cannot happen with batch_out
 	 * kept right); count these as failed so they are resent */
 	for (uint32_t k = 0; k < n; k++) {
-		const struct fg_tenant *t = fg_policy_tenant_by_name(p, f->batch.reqs[k].tenant);
+		const struct fg_tenant *t = tenant_named(&f->cur, p, f->batch.reqs[k].tenant);
 		if (t)
-			fg_fleet_failed(&f->ft[t->id], now);
+			fg_fleet_failed(&f->cur.ft[t->id], now);
 	}
 	if (f->batch.report.send)
 		f->report_retry = true;
@@ -307,11 +384,8 @@ static void free_fleet(struct fg_fleet *f)
 {
 	if (!f)
 		return;
-	free(f->names);
-	free(f->ft);
-	free(f->views);
-	free(f->fleet_peak);
-	free(f->report_mark);
+	tenants_free(&f->cur);
+	tenants_free(&f->next);
 	free(f->batch.reqs);
 	free(f->batch.report.tenant);
 	free(f->batch.report.units);
@@ -326,11 +400,11 @@ static void init_tenant(struct fg_fleet *f, uint32_t id, uint64_t now)
 	struct fg_gateway *gw = f->px->gw;
 	struct fg_fleet_books bk = books_of(gw, id);
 
-	fg_fleet_tenant_init(&f->ft[id], &gw->t[id].bucket, &bk, now);
-	memset(&f->views[id], 0, sizeof(f->views[id]));
-	f->fleet_peak[id] = 0;
-	f->report_mark[id] = gw->t[id].billed_units;
-	snprintf(f->names[id], FG_NAME_MAX, "%s", gw->policy->tenants[id].name);
+	fg_fleet_tenant_init(&f->cur.ft[id], &gw->t[id].bucket, &bk, now);
+	memset(&f->cur.views[id], 0, sizeof(f->cur.views[id]));
+	f->cur.fleet_peak[id] = 0;
+	f->cur.report_mark[id] = gw->t[id].billed_units;
+	snprintf(f->cur.names[id], FG_NAME_MAX, "%s", gw->policy->tenants[id].name);
 }
 
 int fg_fleet_start(struct fg_proxy *px, char *err, size_t errlen)
@@ -350,19 +424,8 @@ int fg_fleet_start(struct fg_proxy *px, char *err, size_t errlen)
 	f->efd = -1;
 	f->px = px;
 	f->cfg = *cfg;
-	f->names = calloc(FG_MAX_TENANTS, sizeof(*f->names));
-	f->ft = calloc(FG_MAX_TENANTS, sizeof(*f->ft));
-	f->views = calloc(FG_MAX_TENANTS, sizeof(*f->views));
-	f->fleet_peak = calloc(FG_MAX_TENANTS, sizeof(double));
-	f->report_mark = calloc(FG_MAX_TENANTS, sizeof(double));
-	f->batch.reqs = calloc(FG_MAX_TENANTS, sizeof(*f->batch.reqs));
-	f->batch.report.tenant = calloc(FG_MAX_TENANTS, sizeof(*f->batch.report.tenant));
-	f->batch.report.units = calloc(FG_MAX_TENANTS, sizeof(double));
-	f->batch.report.peak = calloc(FG_MAX_TENANTS, sizeof(double));
-	if (!f->names || !f->ft || !f->views || !f->fleet_peak || !f->report_mark ||
-	    !f->batch.reqs || !f->batch.report.tenant || !f->batch.report.units ||
-	    !f->batch.report.peak) {
-		snprintf(err, errlen, "out of memory");
+	if (tenants_alloc(&f->cur, p) || grow_batch(f, p->n_tenants)) {
+		snprintf(err, errlen, "out of memory for %u tenants' fleet state", p->n_tenants);
 		goto fail;
 	}
 	if (cfg->node[0]) {
@@ -398,8 +461,8 @@ int fg_fleet_start(struct fg_proxy *px, char *err, size_t errlen)
 	f->tick_ns = ns_of(cfg->period_s / 8);
 	if (f->tick_ns > TICK_MAX_NS)
 		f->tick_ns = TICK_MAX_NS;
-	f->n = p->n_tenants;
-	for (uint32_t i = 0; i < f->n; i++)
+	f->cur.n = p->n_tenants;
+	for (uint32_t i = 0; i < f->cur.n; i++)
 		init_tenant(f, i, now);
 	px->fleet = f;
 
@@ -432,59 +495,56 @@ fail:
 	return -1;
 }
 
+int fg_fleet_prepare_policy(struct fg_proxy *px, const struct fg_policy *p)
+{
+	struct fg_fleet *f = px->fleet;
+
+	if (!f)
+		return 0;
+	tenants_free(&f->next);
+	return tenants_alloc(&f->next, p);
+}
+
+void fg_fleet_cancel_policy(struct fg_proxy *px)
+{
+	if (px->fleet)
+		tenants_free(&px->fleet->next);
+}
+
 void fg_fleet_apply_policy(struct fg_proxy *px, const struct fg_policy *p)
 {
 	struct fg_fleet *f = px->fleet;
 	uint64_t now = fg_now_ns();
 
-	if (!f)
-		return;
-	/* one pass of copies keyed by the old ids, then placed by name */
-	struct fg_fleet_tenant *ft = malloc(FG_MAX_TENANTS * sizeof(*ft));
-	struct fleet_view *views = malloc(FG_MAX_TENANTS * sizeof(*views));
-	double *peaks = malloc(FG_MAX_TENANTS * sizeof(double));
-	double *marks = malloc(FG_MAX_TENANTS * sizeof(double));
-	char (*names)[FG_NAME_MAX] = malloc(FG_MAX_TENANTS * sizeof(*names));
-	uint32_t old_n = f->n;
+	if (!f || !f->next.names || f->next.n != p->n_tenants)
+		return; /* not prepared for this policy */
+	struct fleet_tenants was = f->cur;
 
-	if (!ft || !views || !peaks || !marks || !names) {
-		/* keep going with fresh leases rather than none */
-		for (uint32_t i = 0; i < p->n_tenants; i++)
-			init_tenant(f, i, now);
-		f->n = p->n_tenants;
-		goto out;
-	}
-	memcpy(ft, f->ft, old_n * sizeof(*ft));
-	memcpy(views, f->views, old_n * sizeof(*views));
-	memcpy(peaks, f->fleet_peak, old_n * sizeof(double));
-	memcpy(marks, f->report_mark, old_n * sizeof(double));
-	memcpy(names, f->names, old_n * sizeof(*names));
-	f->n = p->n_tenants;
-	for (uint32_t i = 0; i < p->n_tenants; i++) {
-		uint32_t j = 0;
-		while (j < old_n && strcmp(names[j], p->tenants[i].name))
-			j++;
-		if (j == old_n) {
-			init_tenant(f, i, now);
+	f->cur = f->next;
+	memset(&f->next, 0, sizeof(f->next));
+	/* those that stay (matched by name in the new policy's order) bring
+	 * their leases, views, peaks and marks; the others (no name yet: a
+	 * policy's names are never empty) start fresh */
+	for (uint32_t j = 0; j < was.n; j++) {
+		const struct fg_tenant *t = tenant_named(&f->cur, p, was.names[j]);
+		if (!t)
 			continue;
-		}
-		f->ft[i] = ft[j];
-		f->views[i] = views[j];
-		f->fleet_peak[i] = peaks[j];
-		f->report_mark[i] = marks[j];
-		snprintf(f->names[i], FG_NAME_MAX, "%s", p->tenants[i].name);
+		uint32_t i = t->id;
+		f->cur.ft[i] = was.ft[j];
+		f->cur.views[i] = was.views[j];
+		f->cur.fleet_peak[i] = was.fleet_peak[j];
+		f->cur.report_mark[i] = was.report_mark[j];
+		memcpy(f->cur.names[i], was.names[j], sizeof(f->cur.names[i]));
 	}
-out:
-	free(ft);
-	free(views);
-	free(peaks);
-	free(marks);
-	free(names);
+	for (uint32_t i = 0; i < f->cur.n; i++)
+		if (!f->cur.names[i][0])
+			init_tenant(f, i, now);
+	tenants_free(&was);
 	/* the reload gave every bucket the contract's rate again */
-	for (uint32_t i = 0; i < f->n; i++) {
+	for (uint32_t i = 0; i < f->cur.n; i++) {
 		struct fg_fleet_params pp = params_of(f, p, i);
 		struct fg_fleet_books bk = books_of(px->gw, i);
-		fg_fleet_shape(&f->ft[i], &px->gw->t[i].bucket, &pp, bk.typical_cost, now);
+		fg_fleet_shape(&f->cur.ft[i], &px->gw->t[i].bucket, &pp, bk.typical_cost, now);
 	}
 }
 
@@ -503,10 +563,10 @@ void fg_fleet_stop(struct fg_proxy *px)
 	if (!f->batch_out && f->reachable) {
 		/* hand the leases back so the others need not wait node_timeout_s */
 		uint32_t n = 0;
-		for (uint32_t i = 0; i < f->n; i++) {
-			if (!f->ft[i].seq)
+		for (uint32_t i = 0; i < f->cur.n && n < f->batch_slots; i++) {
+			if (!f->cur.ft[i].seq)
 				continue;
-			snprintf(f->batch.reqs[n].tenant, FG_NAME_MAX, "%s", f->names[i]);
+			snprintf(f->batch.reqs[n].tenant, FG_NAME_MAX, "%s", f->cur.names[i]);
 			n++;
 		}
 		f->batch.n = n;
@@ -528,19 +588,19 @@ static json_t *tenant_json(struct fg_fleet *f, uint32_t i, uint64_t now)
 	struct fg_gateway *gw = f->px->gw;
 	const struct fg_policy *p = gw->policy;
 	struct fg_fleet_params pp = params_of(f, p, i);
-	struct fg_fleet_tenant *ft = &f->ft[i];
+	struct fg_fleet_tenant *ft = &f->cur.ft[i];
 	struct fg_bucket *b = &gw->t[i].bucket;
 	json_t *nodes = json_array();
 
-	for (uint32_t k = 0; k < f->views[i].n; k++) {
-		const struct fg_fleet_peer *pe = &f->views[i].peers[k];
+	for (uint32_t k = 0; k < f->cur.views[i].n; k++) {
+		const struct fg_fleet_peer *pe = &f->cur.views[i].peers[k];
 		json_array_append_new(nodes, json_pack("{s:s, s:f, s:f, s:f, s:s}", "node", pe->node,
 						       "demand_units_per_s", pe->demand,
 						       "rate_units_per_s", pe->rate, "age_ms", pe->age_ms,
 						       "state", pe->state));
 	}
 	json_t *o = json_pack("{s:s, s:f, s:f, s:f, s:s, s:f, s:f, s:f, s:f, s:f, s:i, s:s, s:I}",
-			      "name", f->names[i], "contract_units_per_s", pp.rate,
+			      "name", f->cur.names[i], "contract_units_per_s", pp.rate,
 			      "depth_units", pp.depth, "floor_units_per_s", pp.floor,
 			      "mode", fg_fleet_mode_name(fg_fleet_mode_at(ft, &pp, now)),
 			      "rate_units_per_s", b->rate, "bucket_units", fg_bucket_level(b, now),
@@ -561,7 +621,7 @@ static json_t *tenant_json(struct fg_fleet *f, uint32_t i, uint64_t now)
 	json_object_set_new(o, "fleet_demand_units_per_s", json_real(ft->last.demand_sum));
 	json_object_set_new(o, "fleet_charged_units", json_real(ft->last.charged_total));
 	json_object_set_new(o, "fleet_billed_units", json_real(ft->last.usage_total));
-	json_object_set_new(o, "fleet_peak_units_per_s", json_real(f->fleet_peak[i]));
+	json_object_set_new(o, "fleet_peak_units_per_s", json_real(f->cur.fleet_peak[i]));
 	json_object_set_new(o, "learning", json_boolean(ft->last.learning));
 	json_object_set_new(o, "store_recoveries", json_integer((json_int_t)ft->last.recoveries));
 	json_object_set_new(o, "units_granted", json_real(ft->units_granted));
@@ -572,7 +632,7 @@ static json_t *tenant_json(struct fg_fleet *f, uint32_t i, uint64_t now)
 	json_object_set_new(o, "replays", json_integer((json_int_t)ft->replays));
 	json_object_set_new(o, "epoch_changes", json_integer((json_int_t)ft->epoch_changes));
 	json_object_set_new(o, "last_rtt_ms", json_real(ft->last_rtt_s * 1e3));
-	json_object_set_new(o, "other_nodes", json_integer((json_int_t)f->views[i].total));
+	json_object_set_new(o, "other_nodes", json_integer((json_int_t)f->cur.views[i].total));
 	json_object_set_new(o, "nodes", nodes);
 	return o;
 }
@@ -595,7 +655,7 @@ json_t *fg_fleet_status_json(struct fg_proxy *px, char *err, size_t errlen)
 	else
 		snprintf(where, sizeof(where), "%s:%u", f->cfg.redis_host, f->cfg.redis_port);
 	json_t *tenants = json_array();
-	for (uint32_t i = 0; i < f->n; i++)
+	for (uint32_t i = 0; i < f->cur.n; i++)
 		json_array_append_new(tenants, tenant_json(f, i, now));
 	double ratio = f->peak > 0 ? f->sum_peaks / f->peak : 0;
 	return json_pack("{s:s, s:s, s:s, s:b, s:s, s:f, s:f, s:f, s:I,"
@@ -630,28 +690,28 @@ static double v_rate(struct fg_fleet *f, uint32_t i, uint64_t now)
 static double v_cap(struct fg_fleet *f, uint32_t i, uint64_t now)
 { (void)now; const struct fg_bucket *b = &f->px->gw->t[i].bucket; return b->cap > 0 ? b->cap : b->depth; }
 static double v_demand(struct fg_fleet *f, uint32_t i, uint64_t now)
-{ (void)now; return f->ft[i].demand; }
+{ (void)now; return f->cur.ft[i].demand; }
 static double v_level(struct fg_fleet *f, uint32_t i, uint64_t now)
-{ (void)now; return f->ft[i].last.fleet_level; }
+{ (void)now; return f->cur.ft[i].last.fleet_level; }
 static double v_live(struct fg_fleet *f, uint32_t i, uint64_t now)
-{ (void)now; return f->ft[i].live_nodes; }
+{ (void)now; return f->cur.ft[i].live_nodes; }
 static double v_granted(struct fg_fleet *f, uint32_t i, uint64_t now)
-{ (void)now; return f->ft[i].units_granted; }
+{ (void)now; return f->cur.ft[i].units_granted; }
 static double v_self(struct fg_fleet *f, uint32_t i, uint64_t now)
-{ (void)now; return f->ft[i].self_granted; }
+{ (void)now; return f->cur.ft[i].self_granted; }
 static double v_peak(struct fg_fleet *f, uint32_t i, uint64_t now)
-{ (void)now; return f->fleet_peak[i]; }
+{ (void)now; return f->cur.fleet_peak[i]; }
 static double v_epochs(struct fg_fleet *f, uint32_t i, uint64_t now)
-{ (void)now; return (double)f->ft[i].epoch_changes; }
+{ (void)now; return (double)f->cur.ft[i].epoch_changes; }
 static double v_failed(struct fg_fleet *f, uint32_t i, uint64_t now)
-{ (void)now; return (double)f->ft[i].calls_failed; }
+{ (void)now; return (double)f->cur.ft[i].calls_failed; }
 
 static void per_tenant(struct fg_buf *o, struct fg_fleet *f, const char *name, const char *type,
 		       const char *text, fleet_value fn, uint64_t now)
 {
 	help(o, name, type, text);
-	for (uint32_t i = 0; i < f->n; i++)
-		fg_buf_printf(o, "%s{tenant=\"%s\"} %.17g\n", name, f->names[i], fn(f, i, now));
+	for (uint32_t i = 0; i < f->cur.n; i++)
+		fg_buf_printf(o, "%s{tenant=\"%s\"} %.17g\n", name, f->cur.names[i], fn(f, i, now));
 }
 
 void fg_fleet_metrics(struct fg_proxy *px, struct fg_buf *o)
@@ -692,10 +752,10 @@ void fg_fleet_metrics(struct fg_proxy *px, struct fg_buf *o)
 		      f->peak > 0 ? f->sum_peaks / f->peak : 0);
 	help(o, "fairgate_fleet_tenant_mode", "gauge",
 	     "1 for the mode this node's bucket runs in: lease, fallback (store silent 2 periods), floor, unheard.");
-	for (uint32_t i = 0; i < f->n; i++) {
+	for (uint32_t i = 0; i < f->cur.n; i++) {
 		struct fg_fleet_params pp = params_of(f, px->gw->policy, i);
-		fg_buf_printf(o, "fairgate_fleet_tenant_mode{tenant=\"%s\",mode=\"%s\"} 1\n", f->names[i],
-			      fg_fleet_mode_name(fg_fleet_mode_at(&f->ft[i], &pp, now)));
+		fg_buf_printf(o, "fairgate_fleet_tenant_mode{tenant=\"%s\",mode=\"%s\"} 1\n", f->cur.names[i],
+			      fg_fleet_mode_name(fg_fleet_mode_at(&f->cur.ft[i], &pp, now)));
 	}
 	per_tenant(o, f, "fairgate_fleet_tenant_rate_units_per_second", "gauge",
 		   "The rate this node's bucket refills at (its lease, or a fallback).", v_rate, now);

@@ -23,8 +23,12 @@ struct fg_proxy;
  * starts at its tenants' floors), shape every bucket. Without: 0, nothing.
  * -1 with err (an unreadable password file, no thread). */
 int fg_fleet_start(struct fg_proxy *px, char *err, size_t errlen);
-/* After fg_gw_reload: leases follow tenants by name; the buckets are
- * shaped again (the reload set them to the contract). */
+/* A reload in two steps, as the gateway's: prepare takes the memory for
+ * the new policy's tenants (-1 if it cannot: nothing changed), then either
+ * cancel, or, after fg_gw_reload_commit, apply: leases follow tenants by
+ * name; the buckets are shaped again (the reload set them to the contract). */
+int fg_fleet_prepare_policy(struct fg_proxy *px, const struct fg_policy *p);
+void fg_fleet_cancel_policy(struct fg_proxy *px);
 void fg_fleet_apply_policy(struct fg_proxy *px, const struct fg_policy *p);
 /* Hand the leases back (bounded: one second), stop the thread. */
 void fg_fleet_stop(struct fg_proxy *px);

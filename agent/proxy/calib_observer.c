@@ -26,6 +26,21 @@ void fg_pcal_free(struct fg_pcal *pc)
 	free(pc);
 }
 
+/* The TPOT cap's step model: under `on` the measured step as soon as the
+ * fit is valid, with no follow (a cap on a model faster than the engine
+ * breaks the SLO while prices catch up); else the policy's, which
+ * fg_gw_reload put in gw->cm. */
+static void set_step_model(struct fg_pcal *pc, struct fg_gateway *gw)
+{
+	bool measured = pc->mode == FG_CALIB_ON && pc->fit.fit.valid;
+
+	if (measured)
+		fg_gw_set_step_model(gw, &pc->fit.fit.cm);
+	else if (pc->step_measured)
+		fg_gw_set_step_model(gw, &pc->fit.assumed);
+	pc->step_measured = measured;
+}
+
 void fg_pcal_apply_policy(struct fg_pcal *pc, const struct fg_policy *p, struct fg_gateway *gw,
 			  bool new_engine, uint64_t now_ns)
 {
@@ -39,8 +54,11 @@ void fg_pcal_apply_policy(struct fg_pcal *pc, const struct fg_policy *p, struct 
 		fg_calib_set_assumed(&pc->fit, &gw->cm);
 		fg_calib_follow_set_assumed(&pc->follow, &gw->cm);
 	}
-	if (pc->mode == FG_CALIB_ON)
+	if (pc->mode == FG_CALIB_ON) {
 		fg_gw_set_cost_model(gw, &pc->follow.applied);
+		fg_calib_refit(&pc->fit, now_ns); /* the measured on the new policy's model */
+	}
+	set_step_model(pc, gw);
 }
 
 /* The group `cur` is complete: observe it if nothing made it ambiguous.
@@ -187,6 +205,7 @@ void fg_pcal_engine_totals(struct fg_pcal *pc, const struct fg_engine_totals *t,
 	struct fg_engine_totals with = *t;
 	with.gw_output_tokens = pc->ended_output_tokens;
 	with.gw_context_tokens = pc->ended_context_tokens;
+	with.gw_streamed_tokens = pc->gap_tokens;
 	with.have |= FG_ET_GW_CONTEXT;
 	/* off the gateway's clock: what the histograms gave is dropped too */
 	if (pc->engine_apart && !pc->hist.paused)
@@ -226,4 +245,5 @@ void fg_pcal_tick(struct fg_pcal *pc, struct fg_gateway *gw, uint64_t now_ns)
 		fg_gw_set_cost_model(gw, &pc->follow.applied);
 	else
 		fg_calib_follow_hold(&pc->follow, now_ns); /* advise charges the policy's */
+	set_step_model(pc, gw);
 }

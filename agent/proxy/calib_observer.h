@@ -66,6 +66,7 @@ struct fg_pcal {
 	struct fg_pcal_group cur, prev;
 	uint64_t steps_seen, steps_observed;
 	uint64_t sharp_changes;
+	bool step_measured;            /* the TPOT cap is on the measured step (`on`, a valid fit) */
 	/* the cross-check against the engine's own inter-token latency:
 	 * every step seen, weighted by the tokens it decoded, and the
 	 * engine's histogram, both as of the last two scrapes */
@@ -112,7 +113,9 @@ void fg_pcal_finished(struct fg_pcal *pc, double prompt_tokens, double completio
 void fg_pcal_engine_totals(struct fg_pcal *pc, const struct fg_engine_totals *t, double running,
 			   uint64_t asked_ns);
 
-/* Once a second: refit; under `on`, move gw->cm. Logs a sharp change once. */
+/* Once a second: refit; under `on`, move gw->cm, and size the TPOT cap on
+ * the measured step at once (fg_gw_set_step_model; the policy's under
+ * off and advise). Logs a sharp change once. */
 void fg_pcal_tick(struct fg_pcal *pc, struct fg_gateway *gw, uint64_t now_ns);
 
 #endif

@@ -7,12 +7,13 @@
 #include <strings.h>
 #include "agent/proxy/identity.h"
 
+/* once per thread: fetching the algorithm and a context for every request
+ * cost more than hashing the key */
+static __thread EVP_MD *md;
+static __thread EVP_MD_CTX *ctx;
+
 int fg_sha256(const void *data, size_t len, uint8_t out[32])
 {
-	/* once per thread: fetching the algorithm and a context for every
-	 * request cost more than hashing the key */
-	static __thread EVP_MD *md;
-	static __thread EVP_MD_CTX *ctx;
 	unsigned int n = 0;
 
 	if (!md && !(md = EVP_MD_fetch(NULL, "SHA256", NULL)))
@@ -23,6 +24,14 @@ int fg_sha256(const void *data, size_t len, uint8_t out[32])
 	    !EVP_DigestFinal_ex(ctx, out, &n) || n != 32)
 		return -1;
 	return 0;
+}
+
+void fg_sha256_thread_end(void)
+{
+	EVP_MD_CTX_free(ctx);
+	EVP_MD_free(md);
+	ctx = NULL;
+	md = NULL;
 }
 
 static bool blank(char c)

@@ -11,6 +11,9 @@
 
 /* SHA-256 of data; 0, or -1 if OpenSSL failed. */
 int fg_sha256(const void *data, size_t len, uint8_t out[32]);
+/* What fg_sha256 keeps for the calling thread, freed: a worker thread
+ * calls it as it ends. */
+void fg_sha256_thread_end(void);
 
 /* The token of "Bearer <token>" (scheme case-insensitive, surrounding
  * blanks ignored); NULL when the value is not a non-empty Bearer token. */

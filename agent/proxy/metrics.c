@@ -22,6 +22,7 @@
 #include "agent/kernel/kernel.h"
 #include "agent/proxy/identity.h"
 #include "agent/proxy/proxy_internal.h"
+#include "agent/proxy/workers.h"
 
 #define MAX_REQUEST 8192
 #define MAX_SCRAPERS 64
@@ -437,6 +438,11 @@ char *fg_metrics_render(struct fg_proxy *px, size_t *len)
 		      (unsigned long long)px->conns.refused_total);
 	fg_buf_printf(&o, "fairgate_connections_refused_total{cap=\"per_source\"} %llu\n",
 		      (unsigned long long)px->conns.refused_per_source);
+	help(&o, "fairgate_worker_connections_total", "counter",
+	     "Client connections each proxy worker accepted (agent.workers; the kernel spreads them over the workers' SO_REUSEPORT listeners).");
+	for (uint32_t i = 0; i < fg_workers_count(px->workers); i++)
+		fg_buf_printf(&o, "fairgate_worker_connections_total{worker=\"%u\"} %llu\n", i,
+			      (unsigned long long)fg_workers_accepted(px->workers, i));
 	help(&o, "fairgate_engine_connections", "gauge", "Connections to the engine by state.");
 	fg_buf_printf(&o, "fairgate_engine_connections{state=\"busy\"} %u\n", px->n_busy);
 	fg_buf_printf(&o, "fairgate_engine_connections{state=\"idle\"} %u\n",
@@ -722,7 +728,7 @@ int fg_metrics_start(struct fg_proxy *px, char *err, size_t errlen)
 
 	if (!hp->host[0] || !hp->port)
 		return 0; /* metrics off */
-	px->metrics.listen_fd = fg_proxy_listen(hp, err, errlen, "agent.metrics_listen");
+	px->metrics.listen_fd = fg_proxy_listen(hp, false, err, errlen, "agent.metrics_listen");
 	if (px->metrics.listen_fd < 0)
 		return -1;
 	if (fg_loop_add(px->st->loop, px->metrics.listen_fd, EPOLLIN, metrics_accept, px)) {

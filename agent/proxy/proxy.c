@@ -1,7 +1,7 @@
 /* proxy.c — the admission proxy's lifecycle: listen (front mode on
- * agent.listen; transparent mode: proxy_transparent.c),
- * accept, policy hot reload, and shutdown. The request path itself is
- * proxy_client.c (admission) and proxy_upstream.c (forwarding and
+ * agent.listen; transparent mode: proxy_transparent.c), the workers that
+ * accept (workers.c), policy hot reload, and shutdown. The request path
+ * itself is proxy_client.c (admission) and proxy_upstream.c (forwarding and
  * settlement); each connection's timeouts are its own timer there. */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -20,8 +20,7 @@
 #include "agent/kernel/kernel.h"
 #include "agent/proxy/proxy.h"
 #include "agent/proxy/proxy_internal.h"
-
-#define ACCEPT_BATCH 64
+#include "agent/proxy/workers.h"
 
 #define OVERLOAD_LOG_NS 1000000000ull
 /* How soon a quota deny window closes once its tenant has refilled (a walk
@@ -40,29 +39,6 @@ void fg_overload_log(struct fg_proxy *px, const char *what)
 		what, px->overload_quiet);
 	px->overload_log_ns = now;
 	px->overload_quiet = 0;
-}
-
-static void accept_cb(struct fg_loop *loop, int fd, uint32_t events, void *ctx)
-{
-	struct fg_proxy *px = ctx;
-	(void)loop;
-	(void)events;
-
-	for (int i = 0; i < ACCEPT_BATCH; i++) {
-		struct sockaddr_storage peer;
-		socklen_t len = sizeof(peer);
-		int cfd = accept4(fd, (struct sockaddr *)&peer, &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
-		if (cfd < 0) {
-			int e = errno;
-			if (e == EMFILE || e == ENFILE)
-				fg_overload_log(px, e == EMFILE ? "process's fd limit (accept: EMFILE)"
-								: "system's fd limit (accept: ENFILE)");
-			if (fg_loop_accept_failed(loop, fd, e)) /* parks the listener on EMFILE */
-				return;
-			continue;
-		}
-		fg_client_accept(px, cfd, &peer, len);
-	}
 }
 
 static void deny_tick(struct fg_loop *loop, void *ctx)
@@ -190,15 +166,14 @@ int fg_proxy_start(struct fg_agent_state *st, char *err, size_t errlen)
 	fg_tenants_restore(st, &px->tenants);
 	if (fg_fleet_start(px, err, errlen))
 		goto fail;
+	uint32_t n_workers = fg_workers_wanted(a);
 	px->listen_fd = a->mode == FG_MODE_TRANSPARENT
-				? fg_proxy_transparent_listen(st, err, errlen)
-				: fg_proxy_listen(&a->listen, err, errlen, "agent.listen");
+				? fg_proxy_transparent_listen(st, n_workers > 1, err, errlen)
+				: fg_proxy_listen(&a->listen, n_workers > 1, err, errlen, "agent.listen");
 	if (px->listen_fd < 0)
 		goto fail;
-	if (fg_loop_add(st->loop, px->listen_fd, EPOLLIN, accept_cb, px)) {
-		snprintf(err, errlen, "epoll: %s", strerror(errno));
+	if (fg_workers_start(px, n_workers, err, errlen))
 		goto fail;
-	}
 	if (fg_metrics_start(px, err, errlen))
 		goto fail;
 	px->deny_tick_timer = fg_loop_timer(st->loop, DENY_TICK_NS, deny_tick, px);
@@ -248,17 +223,24 @@ int fg_proxy_apply_policy(struct fg_agent_state *st, const struct fg_policy *p, 
 		explicit_bzero(engine_auth, sizeof(engine_auth));
 		return -1;
 	}
-	if (fg_tenants_apply(&px->tenants, p)) {
+	/* the gateway's state for the new tenants is taken first, so running
+	 * out of memory leaves the table and the gateway on the old policy */
+	struct fg_gw_tenant_state gw_next = { 0 };
+	if (fg_gw_reload_prepare(px->gw, p, &gw_next) || fg_fleet_prepare_policy(px, p) ||
+	    fg_tenants_apply(&px->tenants, p)) {
+		if (gw_next.policy)
+			fg_gw_reload_cancel(&gw_next);
+		fg_fleet_cancel_policy(px);
 		explicit_bzero(engine_auth, sizeof(engine_auth));
 		explicit_bzero(metrics_token, sizeof(metrics_token));
-		snprintf(err, errlen, "out of memory");
+		snprintf(err, errlen, "out of memory for %u tenants", p->n_tenants);
 		return -1;
 	}
 	/* nothing fails from here: the gateway follows tenants by name; a new
 	 * engine address lets connections in use finish and drops pooled ones */
 	const struct fg_policy *old = px->gw->policy;
 	uint64_t old_idle_ns = px->idle_ns, old_request_ns = px->request_ns;
-	fg_gw_reload(px->gw, p, fg_now_ns());
+	fg_gw_reload_commit(px->gw, &gw_next, fg_now_ns());
 	fg_fleet_apply_policy(px, p);
 	take_config(px, p);
 	timers_follow_reload(px, old_idle_ns, old_request_ns);
@@ -288,6 +270,7 @@ void fg_proxy_stop(struct fg_agent_state *st)
 
 	if (!px)
 		return;
+	fg_workers_stop(px); /* the other threads gone: what is left runs on this one */
 	if (px->deny_tick_timer)
 		fg_loop_timer_cancel(st->loop, px->deny_tick_timer);
 	if (px->listen_fd >= 0) {
@@ -309,6 +292,7 @@ void fg_proxy_stop(struct fg_agent_state *st)
 	fg_tenants_free(&px->tenants);
 	fg_conn_limits_free(&px->conns);
 	fg_buf_free(&px->scratch);
+	fg_workers_free(px); /* after the clients: they were on the workers' loops */
 	free(px);
 	st->proxy = NULL;
 }

@@ -175,7 +175,7 @@ void fg_client_update_events(struct fg_client *c)
 	if (fg_buf_used(&c->out))
 		ev |= EPOLLOUT;
 	if (ev != c->events) {
-		fg_loop_mod(c->px->st->loop, c->fd, ev);
+		fg_loop_mod(c->loop, c->fd, ev);
 		c->events = ev;
 	}
 }
@@ -206,7 +206,7 @@ static void refuse_connection(struct fg_proxy *px, int fd, enum fg_conn_verdict 
 	close(fd);
 }
 
-void fg_client_accept(struct fg_proxy *px, int fd, const struct sockaddr_storage *peer,
+void fg_client_accept(struct fg_proxy *px, struct fg_loop *loop, int fd, const struct sockaddr_storage *peer,
 		      socklen_t peer_len)
 {
 	struct fg_conn_source *source;
@@ -230,10 +230,7 @@ void fg_client_accept(struct fg_proxy *px, int fd, const struct sockaddr_storage
 	c->px = px;
 	c->source = source;
 	c->fd = fd;
-	memcpy(&c->peer, peer, peer_len);
-	c->peer_len = peer_len;
-	c->local_len = sizeof(c->local);
-	getsockname(fd, (struct sockaddr *)&c->local, &c->local_len);
+	memcpy(&c->peer, peer, peer_len < sizeof(c->peer) ? peer_len : sizeof(c->peer));
 	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 	http_parser_init(&c->parser, HTTP_REQUEST);
 	c->parser.data = c;
@@ -241,9 +238,10 @@ void fg_client_accept(struct fg_proxy *px, int fd, const struct sockaddr_storage
 	c->deadline_ns = fg_now_ns() + px->header_ns;
 	c->timeout_status = 0;
 	/* the one timer it keeps until it closes: no timeout later needs memory */
-	c->timer = fg_loop_timer_at(px->st->loop, c->deadline_ns, client_timer_cb, c);
-	if (!c->timer || fg_loop_add(px->st->loop, fd, c->events, client_cb, c)) {
-		fg_loop_timer_cancel(px->st->loop, c->timer);
+	c->loop = loop;
+	c->timer = fg_loop_timer_at(loop, c->deadline_ns, client_timer_cb, c);
+	if (!c->timer || fg_loop_add(loop, fd, c->events, client_cb, c)) {
+		fg_loop_timer_cancel(loop, c->timer);
 		fg_conn_release(&px->conns, source);
 		close(fd);
 		free(c);
@@ -315,8 +313,8 @@ void fg_client_close(struct fg_client *c)
 	if (x && x->up)
 		fg_upstream_abort(x->up); /* the engine stops generating for nobody */
 	exchange_reset(c);        /* settles what was admitted: billed what it got */
-	fg_loop_timer_cancel(px->st->loop, c->timer);
-	fg_loop_del(px->st->loop, c->fd);
+	fg_loop_timer_cancel(c->loop, c->timer);
+	fg_loop_del(c->loop, c->fd);
 	close(c->fd);
 	fg_buf_free(&c->in);
 	fg_buf_free(&c->out);
@@ -324,7 +322,10 @@ void fg_client_close(struct fg_client *c)
 	fg_link_del(&c->link);
 	px->n_clients--;
 	fg_conn_release(&px->conns, c->source);
-	explicit_bzero(c->key, sizeof(c->key)); /* no client's key outlives its connection */
+	if (c->memo) {
+		explicit_bzero(c->memo, sizeof(*c->memo)); /* no client's key outlives its connection */
+		free(c->memo);
+	}
 	free(c);
 }
 
@@ -346,7 +347,7 @@ static uint64_t client_due(const struct fg_client *c)
  * re-checks then. No heap work on the way of a busy stream. */
 void fg_client_timer_due(struct fg_client *c)
 {
-	fg_loop_timer_due_by(c->px->st->loop, c->timer, client_due(c));
+	fg_loop_timer_due_by(c->loop, c->timer, client_due(c));
 }
 
 /* A new deadline for the request being read or the close (the parser's
@@ -501,7 +502,7 @@ static struct fg_tenant_rt *identify(struct fg_client *c, const char **why)
 	const char *v;
 
 	v = fg_hdrs_get(h, FG_TENANT_HEADER, &len);
-	if (v && fg_source_trusted(&px->st->policy->agent, (struct sockaddr *)&c->peer)) {
+	if (v && fg_source_trusted(&px->st->policy->agent, &c->peer.sa)) {
 		char name[FG_NAME_MAX];
 		if (len >= sizeof(name)) {
 			*why = "unknown tenant in " FG_TENANT_HEADER;
@@ -520,30 +521,36 @@ static struct fg_tenant_rt *identify(struct fg_client *c, const char **why)
 		return NULL;
 	}
 	const char *tok = fg_bearer_token(v, len, &tlen);
-	const uint8_t *hash = c->key_hash;
+	struct fg_key_memo *m = c->memo;
+	const uint8_t *hash;
 	uint8_t fresh[32];
 	if (!tok) {
 		*why = "The Authorization header must be 'Bearer YOUR_KEY'.";
 		return NULL;
 	}
-	if (!tlen || tlen != c->key_len || memcmp(tok, c->key, tlen)) {
-		/* a new key on this connection: hash it, and remember it when short */
-		c->key_len = 0;
+	bool same = m && tlen && tlen == m->len && !memcmp(tok, m->key, tlen);
+	if (same) {
+		hash = m->hash;
+	} else {
 		if (fg_sha256(tok, tlen, fresh)) {
 			*why = "The Authorization header must be 'Bearer YOUR_KEY'.";
 			return NULL;
 		}
 		hash = fresh;
-		if (tlen && tlen <= sizeof(c->key)) {
-			memcpy(c->key, tok, tlen);
-			memcpy(c->key_hash, fresh, sizeof(fresh));
-			c->key_len = (uint8_t)tlen;
-		}
 	}
 	/* the policy is consulted every time: a reload may have moved the key */
 	struct fg_tenant_rt *t = fg_tenants_by_key(&px->tenants, hash);
-	if (!t)
+	if (!t) {
 		*why = "Incorrect API key provided.";
+		return NULL;
+	}
+	/* a new valid key, short enough: remembered (an allocation only once
+	 * the connection is authenticated; none if memory is short) */
+	if (!same && tlen && tlen <= FG_KEY_MEMO_MAX && (m || (m = c->memo = malloc(sizeof(*m))))) {
+		memcpy(m->key, tok, tlen);
+		memcpy(m->hash, fresh, sizeof(fresh));
+		m->len = (uint8_t)tlen;
+	}
 	return t;
 }
 
@@ -554,7 +561,7 @@ static void learn_source(struct fg_client *c, struct fg_tenant_rt *t)
 	if (c->learned == t)
 		return;
 	c->learned = t;
-	fg_kernel_learn_source(c->px->st, (struct sockaddr *)&c->peer, t->id);
+	fg_kernel_learn_source(c->px->st, &c->peer.sa, t->id);
 }
 
 /* ---- admission ---------------------------------------------------------- */
@@ -922,7 +929,7 @@ static bool count_first(struct fg_client *c)
 		return false;
 	}
 	x->tok_started_ns = fg_now_ns();
-	x->tok = fg_tokenize_start(px->st->loop, fd, px->engine_auth, body, len, px->tokenize_ns, counted, c);
+	x->tok = fg_tokenize_start(c->loop, fd, px->engine_auth, body, len, px->tokenize_ns, counted, c);
 	free(body);
 	if (!x->tok) {
 		px->metrics.tokenize[FG_TOKENIZE_FAILED]++;

@@ -128,9 +128,15 @@ struct fg_exchange {
 struct fg_client {
 	struct fg_link link;
 	struct fg_proxy *px;
+	struct fg_loop *loop;     /* the worker's that accepted it: its fd and timer */
 	int fd;
-	struct sockaddr_storage peer, local;
-	socklen_t peer_len, local_len;
+	/* the client's address (TCP: IPv4 or IPv6), not a sockaddr_storage:
+	 * an idle connection is this struct, and 128 bytes of it matter */
+	union {
+		struct sockaddr sa;
+		struct sockaddr_in v4;
+		struct sockaddr_in6 v6;
+	} peer;
 	http_parser parser;
 	enum fg_client_state state;
 	struct fg_buf in, out;
@@ -150,15 +156,21 @@ struct fg_client {
 	bool slow_close;          /* its request was ended for a full relay buffer: it has idle_s to take it */
 	struct fg_tenant_rt *learned; /* tenant last published for this source */
 	struct fg_conn_source *source; /* its count against the per-source cap */
-	/* the last bearer key this connection sent and its SHA-256: a
+	/* the last valid bearer key this connection sent and its SHA-256: a
 	 * keep-alive client sends the same key with every request, and
-	 * hashing it again cost ~7% of the request path (wiped at close) */
-	uint8_t key_len;          /* 0: none remembered */
-	char key[FG_KEY_MEMO_MAX];
-	uint8_t key_hash[32];
+	 * hashing it again cost ~7% of the request path (wiped at close);
+	 * allocated once a key names a tenant, so a connection that never
+	 * authenticated holds none of it */
+	struct fg_key_memo *memo;
 	/* the request under way, allocated at its first byte and freed at its
 	 * end: an idle keep-alive connection holds none (nor any buffer) */
 	struct fg_exchange *x;
+};
+
+struct fg_key_memo {
+	uint8_t len;
+	char key[FG_KEY_MEMO_MAX];
+	uint8_t hash[32];
 };
 
 /* Keep-alive connections to one upstream address. */
@@ -173,6 +185,7 @@ struct fg_pool {
 struct fg_upstream {
 	struct fg_link link;      /* its pool's idle list or the proxy's busy list */
 	struct fg_proxy *px;
+	struct fg_loop *loop;     /* where its fd and timer are (connect_new) */
 	struct fg_pool *pool;
 	int fd;
 	bool connecting;
@@ -201,7 +214,8 @@ struct fg_fleet;
 
 struct fg_proxy {
 	struct fg_agent_state *st;
-	int listen_fd;
+	int listen_fd;            /* worker 0's, the one steer holds; the others: workers */
+	struct fg_workers *workers; /* agent.workers (workers.c) */
 	struct fg_pool engine;    /* agent.engine */
 	struct fg_pool long_pool; /* agent.long_context.upstream */
 	uint16_t exempt_lo, exempt_hi, exempt_next; /* transparent mode source ports */
@@ -234,7 +248,8 @@ struct fg_proxy {
 	char metrics_token[FG_SECRET_LINE_MAX + 1]; /* agent.metrics_token_file; "" = open */
 
 	/* proxy_sched.c */
-	uint64_t pump_timer;      /* a dispatch pass is scheduled */
+	uint64_t pump_timer;      /* a dispatch pass is scheduled, */
+	struct fg_loop *pump_loop; /* on this loop (fg_sched_kick) */
 	uint64_t expire_timer, expire_at;
 	uint64_t tick_timer;
 	int overload_level;       /* published to the kernel; -1 none */
@@ -252,8 +267,8 @@ struct fg_proxy {
 
 /* A listener on a policy address (agent.listen, agent.metrics_listen),
  * through lib/listen.c; inline, so the files that listen call lib only. */
-static inline int fg_proxy_listen(const struct fg_hostport *hp, char *err, size_t errlen,
-				  const char *what)
+static inline int fg_proxy_listen(const struct fg_hostport *hp, bool reuseport, char *err,
+				  size_t errlen, const char *what)
 {
 	struct sockaddr_storage ss;
 	socklen_t len;
@@ -262,11 +277,14 @@ static inline int fg_proxy_listen(const struct fg_hostport *hp, char *err, size_
 		snprintf(err, errlen, "%s: '%s' is not a numeric IPv4/IPv6 address", what, hp->host);
 		return -1;
 	}
-	return fg_listen_tcp(&ss, len, err, errlen, what);
+	return fg_listen_tcp(&ss, len, reuseport, err, errlen, what);
 }
 /* proxy_transparent.c: transparent mode's listener (agent.listen, or an
- * ephemeral dual-stack loopback port), handed to steer. */
-int fg_proxy_transparent_listen(struct fg_agent_state *st, char *err, size_t errlen);
+ * ephemeral dual-stack loopback port), handed to steer; the first of an
+ * SO_REUSEPORT group when `reuseport` (steer's sk_assign to it lets the
+ * kernel pick a member of the group). */
+int fg_proxy_transparent_listen(struct fg_agent_state *st, bool reuseport, char *err,
+				size_t errlen);
 
 /* proxy.c: one log line per second at most for refusals under overload
  * (a flood of them must not fill the log); WHAT names the limit. */
@@ -278,8 +296,9 @@ void fg_overload_log(struct fg_proxy *px, const char *what);
  * 100-continue, the 4xx a callback refuses with (x.reject_status), and
  * a pause at each complete message. Public for the fuzz harness. */
 extern const http_parser_settings fg_client_req_settings;
-void fg_client_accept(struct fg_proxy *px, int fd, const struct sockaddr_storage *peer,
-		      socklen_t peer_len);
+/* A connection LOOP's listener accepted; it lives on LOOP until it closes. */
+void fg_client_accept(struct fg_proxy *px, struct fg_loop *loop, int fd,
+		      const struct sockaddr_storage *peer, socklen_t peer_len);
 void fg_client_close(struct fg_client *c);
 /* Its timer is due no later than its nearest timeout; after a reload that
  * shortened idle_s (proxy.c), as after any deadline moved closer. */

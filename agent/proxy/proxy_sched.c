@@ -65,6 +65,7 @@ static void pump(struct fg_loop *loop, void *ctx)
 	(void)loop;
 
 	px->pump_timer = 0;
+	px->pump_loop = NULL;
 	while ((r = fg_gw_dispatch(px->gw, now))) {
 		struct fg_client *c = r->item.owner;
 		fg_tenants_publish(px->st, &px->tenants, c->x->tenant, now); /* one less queued */
@@ -80,8 +81,17 @@ void fg_sched_kick(struct fg_proxy *px)
 	 * batch: a request read at the top of a batch of 30 would otherwise
 	 * wait for the other 29 to be served before it leaves for the engine,
 	 * and the engine idle meanwhile (bench/proxy.sh: +3-7% req/s). */
-	if (!px->pump_timer && px->gw)
-		px->pump_timer = fg_loop_soon(px->st->loop, pump, px);
+	if (px->pump_timer || !px->gw)
+		return;
+	/* on the loop that kicked (with agent.workers, the worker whose
+	 * callback admitted or settled): the requests it starts are mostly
+	 * that worker's, so no other thread is woken to start them */
+	struct fg_loop *loop = fg_loop_current();
+	if (!loop)
+		loop = px->st->loop;
+	px->pump_timer = fg_loop_soon(loop, pump, px);
+	if (px->pump_timer)
+		px->pump_loop = loop;
 }
 
 /* ---- queue deadlines ----------------------------------------------------------- */
@@ -307,10 +317,16 @@ int fg_sched_start(struct fg_proxy *px, char *err, size_t errlen)
 		snprintf(err, errlen, "out of memory");
 		return -1;
 	}
-	fg_gw_init(px->gw, p, 0, now);
-	fg_peak_init(&px->gw->peaks, p->n_tenants, (uint64_t)(p->agent.peak_window_s * 1e9), now);
+	if (fg_gw_init(px->gw, p, 0, now) < 0) {
+		free(px->gw);
+		px->gw = NULL;
+		snprintf(err, errlen, "out of memory for %u tenants' gateway state", p->n_tenants);
+		return -1;
+	}
+	fg_peak_set_window(&px->gw->peaks, (uint64_t)(p->agent.peak_window_s * 1e9));
 	px->calib = fg_pcal_new(p, &px->gw->cm, now);
 	if (!px->calib) {
+		fg_gw_free(px->gw);
 		free(px->gw);
 		px->gw = NULL;
 		snprintf(err, errlen, "out of memory");
@@ -340,15 +356,17 @@ void fg_sched_stop(struct fg_proxy *px)
 	fg_engine_scrape_stop(px->scrape);
 	px->scrape = NULL;
 	if (px->pump_timer)
-		fg_loop_timer_cancel(loop, px->pump_timer);
+		fg_loop_timer_cancel(px->pump_loop, px->pump_timer);
 	if (px->expire_timer)
 		fg_loop_timer_cancel(loop, px->expire_timer);
 	if (px->tick_timer)
 		fg_loop_timer_cancel(loop, px->tick_timer);
 	px->pump_timer = px->expire_timer = px->tick_timer = 0;
+	px->pump_loop = NULL;
 	if (px->overload_level >= 0)
 		fg_kernel_set_overload_tier(px->st, -1); /* nobody left to clear it */
 	px->overload_level = -1;
+	fg_gw_free(px->gw);
 	free(px->gw);
 	px->gw = NULL;
 	fg_pcal_free(px->calib);

@@ -22,11 +22,11 @@
 #include "agent/proxy/proxy_internal.h"
 
 /* An ephemeral port on [::] (dual-stack) or, failing that, 127.0.0.1. */
-static int listen_ephemeral(int family)
+static int listen_ephemeral(int family, bool reuseport)
 {
 	struct sockaddr_storage ss = { .ss_family = (sa_family_t)family };
 	socklen_t len = sizeof(struct sockaddr_in);
-	int off = 0, fd;
+	int off = 0, one = 1, fd;
 
 	if (family == AF_INET6) {
 		((struct sockaddr_in6 *)&ss)->sin6_addr = in6addr_any;
@@ -38,6 +38,7 @@ static int listen_ephemeral(int family)
 	if (fd < 0)
 		return -1;
 	if ((family == AF_INET6 && setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &off, sizeof(off))) ||
+	    (reuseport && setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one))) ||
 	    bind(fd, (struct sockaddr *)&ss, len) || listen(fd, FG_LISTEN_BACKLOG)) {
 		int e = errno;
 		close(fd);
@@ -59,7 +60,8 @@ static uint16_t bound_port(int fd, int *family)
 					      : ((struct sockaddr_in *)&ss)->sin_port);
 }
 
-int fg_proxy_transparent_listen(struct fg_agent_state *st, char *err, size_t errlen)
+int fg_proxy_transparent_listen(struct fg_agent_state *st, bool reuseport, char *err,
+				size_t errlen)
 {
 	const struct fg_agent *a = &st->policy->agent;
 	bool chosen = a->listen.host[0] != '\0';
@@ -73,11 +75,11 @@ int fg_proxy_transparent_listen(struct fg_agent_state *st, char *err, size_t err
 		return -1;
 	}
 	if (chosen) {
-		fd = fg_proxy_listen(&a->listen, err, errlen, "agent.listen");
+		fd = fg_proxy_listen(&a->listen, reuseport, err, errlen, "agent.listen");
 	} else {
-		fd = listen_ephemeral(AF_INET6);
+		fd = listen_ephemeral(AF_INET6, reuseport);
 		if (fd < 0) /* a kernel or namespace without IPv6 */
-			fd = listen_ephemeral(AF_INET);
+			fd = listen_ephemeral(AF_INET, reuseport);
 		if (fd < 0)
 			snprintf(err, errlen, "transparent mode: cannot listen on an ephemeral port: %s",
 				 strerror(errno));

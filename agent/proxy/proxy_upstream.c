@@ -31,7 +31,7 @@ static void set_events(struct fg_upstream *u, uint32_t ev)
 {
 	if (ev == u->events)
 		return; /* an epoll_ctl per request adds up */
-	fg_loop_mod(u->px->st->loop, u->fd, ev);
+	fg_loop_mod(u->loop, u->fd, ev);
 	u->events = ev;
 }
 
@@ -39,8 +39,8 @@ void fg_upstream_close(struct fg_upstream *u)
 {
 	struct fg_proxy *px = u->px;
 
-	fg_loop_timer_cancel(px->st->loop, u->timer);
-	fg_loop_del(px->st->loop, u->fd);
+	fg_loop_timer_cancel(u->loop, u->timer);
+	fg_loop_del(u->loop, u->fd);
 	close(u->fd);
 	fg_link_del(&u->link);
 	if (u->idle)
@@ -176,7 +176,11 @@ int fg_pool_socket(struct fg_proxy *px, struct fg_pool *pool)
 	return pool_socket(px, pool, &in_progress);
 }
 
-static struct fg_upstream *connect_new(struct fg_proxy *px, struct fg_pool *pool)
+/* On LOOP, the loop of the client it is made for; it stays there when a
+ * client of another worker reuses it from the pool (all loops share one
+ * lock, fg_loop_share). */
+static struct fg_upstream *connect_new(struct fg_proxy *px, struct fg_loop *loop,
+				       struct fg_pool *pool)
 {
 	bool in_progress;
 	int fd = pool_socket(px, pool, &in_progress);
@@ -185,15 +189,16 @@ static struct fg_upstream *connect_new(struct fg_proxy *px, struct fg_pool *pool
 		return NULL;
 	struct fg_upstream *u = calloc(1, sizeof(*u));
 	/* its one timer until it closes, armed when an exchange starts on it */
-	uint64_t timer = u ? fg_loop_timer_at(px->st->loop, UINT64_MAX, upstream_timer_cb, u) : 0;
-	if (!timer || fg_loop_add(px->st->loop, fd, EPOLLOUT | EPOLLIN | EPOLLRDHUP, upstream_cb, u)) {
-		fg_loop_timer_cancel(px->st->loop, timer);
+	uint64_t timer = u ? fg_loop_timer_at(loop, UINT64_MAX, upstream_timer_cb, u) : 0;
+	if (!timer || fg_loop_add(loop, fd, EPOLLOUT | EPOLLIN | EPOLLRDHUP, upstream_cb, u)) {
+		fg_loop_timer_cancel(loop, timer);
 		free(u);
 		close(fd);
 		errno = ENOMEM;
 		return NULL;
 	}
 	u->timer = timer;
+	u->loop = loop;
 	u->px = px;
 	u->pool = pool;
 	u->fd = fd;
@@ -362,7 +367,7 @@ static int dispatch(struct fg_client *c, bool fresh)
 	struct fg_upstream *u = fresh ? NULL : pool_get(pool);
 
 	if (!u)
-		u = connect_new(px, pool);
+		u = connect_new(px, c->loop, pool);
 	if (!u) {
 		refuse_unavailable(c, strerror(errno));
 		return -1;
@@ -904,7 +909,7 @@ static uint64_t upstream_due(const struct fg_upstream *u)
  * by a read leaves it early, and upstream_timer_cb re-checks then. */
 void fg_upstream_timer_due(struct fg_upstream *u)
 {
-	fg_loop_timer_due_by(u->px->st->loop, u->timer, upstream_due(u));
+	fg_loop_timer_due_by(u->loop, u->timer, upstream_due(u));
 }
 
 /* u's timeouts at `now`. -1: u is closed (its client answered or ended). */

@@ -109,8 +109,14 @@ int fg_salt_for_tenant(const struct fg_salt_secret *s, const char *tenant,
 		safe[i] = ok ? c : '_';
 	}
 	safe[tlen] = 0;
+	static const char hex[] = "0123456789abcdef";
 	int n = snprintf(out, FG_SALT_MAX + 1, "fg1-%s-", safe);
-	for (size_t i = 0; i < sizeof(mac) && n + 2 <= FG_SALT_MAX; i++)
-		n += snprintf(out + n, (size_t)(FG_SALT_MAX + 1 - n), "%02x", mac[i]);
+	if (n < 0 || n > FG_SALT_MAX)
+		n = n < 0 ? 0 : FG_SALT_MAX;
+	for (size_t i = 0; i < sizeof(mac) && n + 2 <= FG_SALT_MAX; i++) {
+		out[n++] = hex[mac[i] >> 4];
+		out[n++] = hex[mac[i] & 15];
+	}
+	out[n] = 0;
 	return 0;
 }

@@ -18,6 +18,7 @@
 #include <stdint.h>
 #include "agent/agent.h"
 #include "agent/proxy/salt.h"
+#include "lib/list.h"
 #include "policy/gateway.h"
 
 enum fg_outcome {
@@ -55,6 +56,7 @@ struct fg_tenant_rt {
 	int priority;
 
 	uint64_t deny_published_ns; /* the quota window this agent wrote to the kernel; 0 none */
+	struct fg_link deny_link;   /* in the table's `denied` while deny_published_ns != 0 */
 	uint64_t outcomes[FG_OUT_N];
 	uint64_t rejected;        /* sum of refusal outcomes */
 	uint64_t settled;         /* admitted requests that ended (any way) */
@@ -83,6 +85,9 @@ struct fg_tenant_table {
 	struct fg_salt_secret secret;
 	bool have_secret;
 	struct fg_gateway *gw;        /* the proxy's; read to publish */
+	/* live tenants with a quota window published: what fg_tenants_tick
+	 * visits, so its cost follows the windows open, not the tenants */
+	struct fg_link denied;
 };
 
 int fg_tenants_init(struct fg_tenant_table *q, struct fg_gateway *gw, const char *secret_path, char *err,
@@ -118,7 +123,8 @@ void fg_tenants_publish(struct fg_agent_state *st, struct fg_tenant_table *q, st
  * opened becomes this agent's to close or extend. Returns the tenants
  * restored. */
 uint32_t fg_tenants_restore(struct fg_agent_state *st, struct fg_tenant_table *q);
-/* Periodic: close windows whose tenants have refilled. */
+/* Periodic: close windows whose tenants have refilled. Visits the tenants
+ * with a window published only (the `denied` list), not every tenant. */
 void fg_tenants_tick(struct fg_agent_state *st, struct fg_tenant_table *q, uint64_t now_ns);
 
 #endif

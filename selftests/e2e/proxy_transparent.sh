@@ -60,6 +60,7 @@ agent:
   metrics_listen: 127.0.0.1:9464
   salt_secret_file: $TMP/salt.key
   steer_fail_open: $1
+${FG_E2E_WORKERS:+  workers: $FG_E2E_WORKERS}
 EOF
 }
 policy true >"$TMP/open.yaml"
@@ -202,6 +203,15 @@ check "metered: acme is served within its burst ($ok x 200) and then gets 429 ($
 	test "$ok" -ge 3 -a "$limited" -ge 10 -a $((ok + limited)) -eq 60
 check "... with a Retry-After" test "$(jq '.tenants[0].retry_after_seen' <<<"$load")" -ge 1
 check "... streams of the admitted requests carried tokens" test "$(jq '.tenants[0].tokens_received' <<<"$load")" -gt 0
+if [ "${FG_E2E_WORKERS:-1}" -gt 1 ]; then
+	# steer assigns worker 0's listener; the kernel then picks a member of
+	# its SO_REUSEPORT group, so every worker gets steered connections
+	for w in $(seq 0 $((FG_E2E_WORKERS - 1))); do
+		n=$(ip netns exec "$NSN" curl -s --max-time 5 http://127.0.0.1:9464/metrics |
+			awk -v m="fairgate_worker_connections_total{worker=\"$w\"}" '$1 == m { print $2 }')
+		check "workers: steered connections reached worker $w too (${n:-none})" test "${n:-0}" -gt 0
+	done
+fi
 
 stop_agent
 expect_eq "fairgated stopped: clients reach the engine directly (fail-open)" "$(who $ACME_B)" engine

@@ -6,7 +6,8 @@
  *
  * prints {"output_weight", "prompt_token_us", "decode_step_ms",
  * "output_units_at_0", "output_units_per_1k_context"} at the policy's
- * reference batch and context. */
+ * reference batch and context, and the step's terms as policy/calibration.c
+ * fits them: {"step_fixed_ms", "step_per_seq_us", "step_per_context_ns"}. */
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -47,9 +48,12 @@ int main(int argc, char **argv)
 	cm.seq_overhead_s = seq_us * 1e-6;
 	fg_cost_model_derive(&cm);
 	printf("{\"output_weight\": %.9g, \"prompt_token_us\": %.9g, \"decode_step_ms\": %.9g, "
-	       "\"output_units_at_0\": %.9g, \"output_units_per_1k_context\": %.9g}\n",
+	       "\"output_units_at_0\": %.9g, \"output_units_per_1k_context\": %.9g, "
+	       "\"step_fixed_ms\": %.9g, \"step_per_seq_us\": %.9g, \"step_per_context_ns\": %.9g}\n",
 	       cm.output_weight, cm.prompt_token_s * 1e6, cm.decode_step_s * 1e3,
 	       cm.output_weights_share_s / cm.prompt_token_s,
-	       cm.output_s_per_context * 1e3 / cm.prompt_token_s);
+	       cm.output_s_per_context * 1e3 / cm.prompt_token_s,
+	       fg_decode_step_batch_s(&cm, 0, 0) * 1e3, cm.seq_overhead_s * 1e6,
+	       cm.output_s_per_context * 1e9);
 	return 0;
 }

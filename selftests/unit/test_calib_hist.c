@@ -340,7 +340,7 @@ static void neither_source_swamps(void **state)
 		enum fg_calib_source src;
 		const struct fg_calib_step *o = interval(c, i, &src);
 		fg_calib_add_interval(c2, o->at_ns, src, o->batch, o->context, o->prefill_tokens,
-				      o->step_s);
+				      o->step_s, 1);
 	}
 	for (int i = 0; i < 3; i++)
 		fg_calib_add_step(c2, 120 * SEC, 8, 8000, 0, 0.5);
@@ -354,6 +354,51 @@ static void neither_source_swamps(void **state)
 /* A sick engine's histograms: zero times and stalls are refused, times a
  * thousand times too short or fifty times too long are boxed, and the
  * followed prices stay within the floor and ceiling. */
+/* The same steps seen twice do not count twice: histograms of an engine
+ * 1.5x slower than the steps the streams show, whose tokens the streams
+ * all showed, weigh nothing (the fit is the streams'); when the streams
+ * showed half of them, they weigh half their half. */
+static void steps_the_streams_showed_count_once(void **state)
+{
+	struct rig *r = *state;
+	struct fg_cost_model t = r->truth;
+	struct fg_calib *c = r->calib;
+
+	for (int i = 0; i < 3000; i++) {
+		double batch = 1 + i % 48, ctx = batch * (300 + (i * 37) % 3000);
+		double prefill = i % 4 ? 0 : 50 + (i * 131) % 4000;
+		fg_calib_add_step(c, SEC + (uint64_t)i * (SEC / 100), batch, ctx, prefill,
+				  fg_decode_step_batch_s(&t, batch + (prefill > 0), ctx) +
+					  fg_prefill_s(&t, prefill));
+	}
+	r->t.have = ALL | FG_ET_GW_CONTEXT;
+	for (double shown = 1; shown >= 0.5; shown -= 0.5) {
+		fg_calib_drop_intervals(c);
+		fg_calib_hist_init(&r->hist);
+		uint64_t t0 = (shown == 1 ? 31 : 120) * SEC;
+		fg_calib_hist_scrape(&r->hist, c, t0, &r->t, -1);
+		for (int i = 1; i <= 40; i++) {
+			double before = r->t.itl_count;
+			engine_runs(&r->t, &r->truth, 1.5, 4 + (i * 7) % 45, 200 + (i * 1300) % 3000,
+				    20 + (i * 110) % 300, 2 + i % 3, 200);
+			r->t.gw_streamed_tokens += shown * (r->t.itl_count - before);
+			fg_calib_hist_scrape(&r->hist, c, t0 + (uint64_t)i * 2 * SEC, &r->t, -1);
+		}
+		const struct fg_calib_fit *f = fg_calib_refit(c, t0 + 85 * SEC);
+		assert_true(f->valid);
+		if (shown == 1) {
+			assert_near(f->weight_share[1], 0);
+			assert_rel(f->cm.decode_step_s, t.decode_step_s, 0.01);
+		} else {
+			assert_near(f->weight_share[1], 0.25 / 0.75);
+			/* at a batch both saw (two views 1.5x apart fit no one
+			 * per-sequence slope: it is pinned, neither_source_swamps) */
+			assert_true(fg_decode_step_batch_s(&f->cm, 24, 24 * 1700.0) >
+				    fg_decode_step_batch_s(&t, 24, 24 * 1700.0) * 1.05);
+		}
+	}
+}
+
 static void sick_engine_bounded(void **state)
 {
 	struct rig *r = *state;
@@ -457,6 +502,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(short_and_sparse, rig_up, rig_down),
 		cmocka_unit_test_setup_teardown(histograms_alone_fit_the_truth, rig_up, rig_down),
 		cmocka_unit_test_setup_teardown(neither_source_swamps, rig_up, rig_down),
+		cmocka_unit_test_setup_teardown(steps_the_streams_showed_count_once, rig_up, rig_down),
 		cmocka_unit_test_setup_teardown(sick_engine_bounded, rig_up, rig_down),
 		cmocka_unit_test_setup_teardown(collinear_histograms_hold_the_kv_price, rig_up,
 						rig_down),

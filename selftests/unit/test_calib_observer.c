@@ -3,12 +3,14 @@
  * the batch, its KV and the prompt prefilled beside it, with the duration
  * from the previous group; ambiguous steps (a coalesced read, a stream
  * missing, a non-streamed request at the engine) are not observed; mode
- * off observes nothing; under `on` the gateway's prices move. */
+ * off observes nothing; under `on` the gateway's prices move, and the TPOT
+ * cap is sized on the measured step at once. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <cmocka.h>
 
@@ -186,12 +188,85 @@ static void off_observes_nothing_on_moves_prices(void **state)
 	free(gw);
 }
 
+/* A TPOT tier: under `on` the cap is sized on the measured step from the
+ * first valid fit (the engine is 1.5x slower plus 3 ms a step: the cap
+ * shrinks), while the charged prices move 1.25x in the first minute; a
+ * reload to advise puts the cap back on the policy's model. */
+static void on_sizes_the_tpot_cap_on_the_measured_step_at_once(void **state)
+{
+	(void)state;
+	struct fg_cost_model cm;
+	struct fg_pcal *pc = setup(FG_CALIB_ON, &cm);
+	struct fg_tier *lat = &policy.tiers[policy.n_tiers++];
+	snprintf(lat->name, sizeof(lat->name), "latency");
+	lat->weight = 1;
+	lat->max_context = 32768;
+	lat->burst_s = 60;
+	lat->max_queue_s = 60;
+	lat->tpot_p99_ms = 15;
+	lat->kv_cap_tokens = 8192;
+	struct fg_tenant *t = fg_policy_add_tenant(&policy);
+	assert_non_null(t);
+	snprintf(t->name, sizeof(t->name), "lat");
+	t->tier = policy.n_tiers - 1;
+	t->units_per_s = 1000;
+	t->burst_s = 60;
+	struct fg_gateway *gw = calloc(1, sizeof(*gw));
+	fg_gw_init(gw, &policy, 0, 0);
+	uint64_t cap_assumed = gw->tpot.cap_tokens;
+	assert_true(cap_assumed > 0);
+
+	/* nothing observed yet: the policy's */
+	fg_pcal_tick(pc, gw, 0);
+	assert_false(pc->step_measured);
+	assert_int_equal(gw->tpot.cap_tokens, cap_assumed);
+	for (int i = 0; i < 400; i++) {
+		double batch = 1 + i % 32, ctx = batch * (500 + (i * 37) % 3000), pre = i % 4 ? 0 : 2000;
+		fg_calib_add_step(&pc->fit, (uint64_t)i * MS, batch, ctx, pre,
+				  0.003 + 1.5 * (fg_decode_step_batch_s(&cm, batch, ctx) +
+						 fg_prefill_s(&cm, pre)));
+	}
+	fg_pcal_tick(pc, gw, 60000 * MS);
+	const struct fg_calib_fit *f = &pc->fit.fit;
+	assert_true(f->valid && !f->bounded);
+	assert_true(pc->step_measured);
+	assert_memory_equal(&gw->step_cm, &f->cm, sizeof(f->cm));
+	assert_int_equal(gw->tpot.cap_tokens, fg_tpot_context_within(&f->cm, 0.015, cm.ref_context));
+	assert_true(gw->tpot.cap_tokens < cap_assumed * 0.8);
+	/* the step the cap allows is the engine's, not the policy's */
+	double step = 0.003 + 1.5 * fg_decode_step_batch_s(&cm, 1, (double)gw->tpot.cap_tokens);
+	assert_true(fabs(fg_batch_step_s(&gw->step_cm, 1, (double)gw->tpot.cap_tokens, 0) - step) <
+		    1e-4);
+	/* prices: at most 1.25x in the minute, not the measured 1.5x */
+	assert_true(fabs(gw->cm.prompt_token_s / cm.prompt_token_s - 1.25) < 1e-6);
+
+	/* advise: the policy's model for the cap, at the reload */
+	policy.agent.calibration = FG_CALIB_ADVISE;
+	fg_gw_reload(gw, &policy, 61000 * MS);
+	fg_pcal_apply_policy(pc, &policy, gw, false, 61000 * MS);
+	assert_false(pc->step_measured);
+	assert_int_equal(gw->tpot.cap_tokens, cap_assumed);
+	fg_pcal_tick(pc, gw, 62000 * MS);
+	assert_int_equal(gw->tpot.cap_tokens, cap_assumed);
+	/* on again: measured at once, from the observations kept */
+	policy.agent.calibration = FG_CALIB_ON;
+	fg_gw_reload(gw, &policy, 63000 * MS);
+	fg_pcal_apply_policy(pc, &policy, gw, false, 63000 * MS);
+	assert_true(pc->step_measured);
+	assert_true(gw->tpot.cap_tokens < cap_assumed * 0.8);
+	fg_pcal_free(pc);
+	fg_gw_free(gw);
+	free(gw);
+	fg_policy_release(&policy);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(steps_grouped_and_observed),
 		cmocka_unit_test(ambiguous_steps_not_observed),
 		cmocka_unit_test(off_observes_nothing_on_moves_prices),
+		cmocka_unit_test(on_sizes_the_tpot_cap_on_the_measured_step_at_once),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -18,7 +18,7 @@
 static struct fg_fq *new_fq(uint32_t n)
 {
 	struct fg_fq *fq = test_malloc(sizeof(*fq));
-	fg_fq_init(fq, n);
+	assert_int_equal(fg_fq_init(fq, n), 0);
 	return fq;
 }
 
@@ -63,6 +63,7 @@ static void weighted_shares_follow_weights(void **state)
 	assert_true(fabs(served[0] / total - 0.25) < 0.01);
 	assert_true(fabs(served[1] / total - 0.50) < 0.01);
 	assert_true(fabs(served[2] / total - 0.25) < 0.01);
+	fg_fq_free(fq);
 	test_free(fq);
 }
 
@@ -103,6 +104,7 @@ static void returning_tenant_gets_no_credit_for_idle_time(void **state)
 		fg_fq_remove(fq, fq->t[0].head);
 	while (fq->t[1].head)
 		fg_fq_remove(fq, fq->t[1].head);
+	fg_fq_free(fq);
 	test_free(fq);
 }
 
@@ -131,6 +133,7 @@ static void blocked_head_does_not_stall_others(void **state)
 	assert_null(fg_fq_pop(fq, block_tenant0, NULL));
 	assert_ptr_equal(fg_fq_pop(fq, NULL, NULL), &a);
 	assert_int_equal(fg_fq_total_queued(fq), 0);
+	fg_fq_free(fq);
 	test_free(fq);
 }
 
@@ -148,6 +151,7 @@ static void head_waiting_for_a_shared_resource_holds_others(void **state)
 	assert_ptr_equal(fg_fq_pop(fq, NULL, NULL), &a);
 	/* A's counter is now past B's: B is next and goes */
 	assert_ptr_equal(fg_fq_pop(fq, tenant0_holds, NULL), &b);
+	fg_fq_free(fq);
 	test_free(fq);
 }
 
@@ -176,6 +180,7 @@ static void expire_and_remove(void **state)
 	double before = fq->t[1].vtc;
 	fg_fq_charge(fq, 1, 400);
 	assert_true(fabs(fq->t[1].vtc - before - 100) < 1e-9);
+	fg_fq_free(fq);
 	test_free(fq);
 }
 
@@ -183,7 +188,7 @@ static void kv_caps(void **state)
 {
 	(void)state;
 	struct fg_kv_ledger *l = test_malloc(sizeof(*l));
-	fg_kv_init(l, 646503, 0.95);
+	assert_int_equal(fg_kv_init(l, 646503, 0.95, 2), 0);
 	assert_int_equal(l->node_cap, 614177);
 	fg_kv_set_cap(l, 0, 131072);
 	/* n x (prompt + output) */
@@ -205,6 +210,7 @@ static void kv_caps(void **state)
 	assert_int_equal(fg_kv_reserve(l, 0, 100000), FG_KV_WAIT_NODE); /* node full: 514178 + 100000 > 614177 */
 	assert_int_equal(fg_kv_reserve(l, 0, 99999), FG_KV_OK);
 	assert_int_equal(l->node_reserved, 614177);
+	fg_kv_free(l);
 	test_free(l);
 }
 
@@ -316,7 +322,7 @@ static void peaks_and_oversubscription(void **state)
 {
 	(void)state;
 	struct fg_peak_meter *m = test_malloc(sizeof(*m));
-	fg_peak_init(m, 2, 60 * NS, 0);
+	assert_int_equal(fg_peak_init(m, 2, 60 * NS, 0), 0);
 	/* minute 0: A at 100 units/s, B idle; minute 1: B at 100/s, A idle */
 	fg_peak_add(m, 0, 6000, 10 * NS);
 	fg_peak_add(m, 1, 6000, 70 * NS);
@@ -333,6 +339,7 @@ static void peaks_and_oversubscription(void **state)
 	fg_peak_tick(m, 3600 * NS);
 	assert_true(fabs(fg_peak_oversubscription(m) - 1.0) < 1e-9);
 	assert_true(m->window_start_ns <= 3600 * NS && 3600 * NS < m->window_start_ns + 60 * NS);
+	fg_peak_free(m);
 	test_free(m);
 }
 

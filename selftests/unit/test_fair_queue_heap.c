@@ -182,7 +182,7 @@ static void same_choices_as_linear_scans(void **state)
 	static const double weights[] = { 1, 2, 0.5, 3, 1 };
 	uint64_t now = 1000;
 
-	fg_fq_init(&w->fq, TENANTS);
+	assert_int_equal(fg_fq_init(&w->fq, TENANTS), 0);
 	for (uint32_t i = 0; i < TENANTS; i++) {
 		double wt = weights[draw(5)];
 		fg_fq_set_weight(&w->fq, i, wt);
@@ -267,6 +267,7 @@ static void same_choices_as_linear_scans(void **state)
 		}
 		agree(w);
 	}
+	fg_fq_free(&w->fq);
 	test_free(w);
 }
 

@@ -5,6 +5,7 @@
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <cmocka.h>
@@ -53,7 +54,7 @@ static int setup(void **state)
 	add_tenant(&f->p, "acme", 1, 9000);
 	add_tenant(&f->p, "globex", 0, 1000);
 	f->p.agent.long_context_threshold = 32768;
-	fg_gw_init(&f->gw, &f->p, 8192, 0);
+	assert_int_equal(fg_gw_init(&f->gw, &f->p, 8192, 0), 0);
 	*state = f;
 	return 0;
 }
@@ -62,6 +63,7 @@ static int teardown(void **state)
 {
 	struct fixture *f = *state;
 
+	fg_gw_free(&f->gw);
 	fg_policy_release(&f->p);
 	free(f);
 	return 0;
@@ -413,6 +415,107 @@ static void reload_keeps_buckets_and_queues(void **state)
 	fg_policy_free(np);
 }
 
+/* The per-tenant state is sized to the policy and a reload resizes it: a
+ * policy grown to 5,000 tenants, with the two that stay moved to the top
+ * ids, then shrunk to those two again; each keeps its bucket, fair-queue
+ * counters, KV books, peak, counters and queued requests through both. */
+static void reload_resizes_keeping_state(void **state)
+{
+	struct fixture *f = *state;
+	struct fg_gateway *gw = &f->gw;
+	static struct fg_gw_request a, b, c;
+	struct fg_request_shape s = shape(4000, 1000, 1);
+
+	assert_int_equal(gw->n_tenants, 2);
+	assert_int_equal(gw->fq.slots, 2);
+	assert_int_equal(gw->kv.slots, 2);
+	assert_int_equal(gw->peaks.slots, 2);
+	/* acme: one sent and settled (billed, a peak), one sent and running
+	 * (KV held, in service); globex: one queued */
+	assert_int_equal(fg_gw_admit(gw, &a, 0, "m", &s, 0).outcome, FG_GW_QUEUED);
+	assert_ptr_equal(fg_gw_dispatch(gw, 0), &a);
+	struct fg_usage u = { .prompt_tokens = 1000, .completion_tokens = 10 };
+	double billed = fg_gw_finish(gw, &a, &u, 1 * MS);
+	assert_true(billed > 0);
+	assert_int_equal(fg_gw_admit(gw, &b, 0, "m", &s, 2 * MS).outcome, FG_GW_QUEUED);
+	assert_ptr_equal(fg_gw_dispatch(gw, 2 * MS), &b);
+	assert_int_equal(fg_gw_admit(gw, &c, 1, "m", &s, 3 * MS).outcome, FG_GW_QUEUED);
+	struct fg_gw_tenant acme = gw->t[0], globex = gw->t[1];
+	struct fg_fq_tenant acme_fq = gw->fq.t[0];
+	uint64_t acme_kv = gw->kv.reserved[0], node_kv = gw->kv.node_reserved;
+	assert_true(acme_kv > 0);
+
+	struct fg_policy *big = calloc(1, sizeof(*big));
+	fg_policy_defaults(big);
+	add_tier(big, "standard", 1, 32768, 131072, 30);
+	add_tier(big, "premium", 2, 131072, 262144, 30);
+	char name[32];
+	for (uint32_t i = 0; i < 4998; i++) {
+		snprintf(name, sizeof(name), "t%05u", i);
+		add_tenant(big, name, 0, 100);
+	}
+	add_tenant(big, "globex", 0, 1000);
+	add_tenant(big, "acme", 1, 9000);
+	assert_int_equal(fg_gw_reload(gw, big, 4 * MS), 0);
+	assert_int_equal(gw->n_tenants, 5000);
+	assert_int_equal(gw->fq.slots, 5000);
+	assert_int_equal(gw->kv.slots, 5000);
+	assert_int_equal(gw->peaks.slots, 5000);
+	const uint32_t A = 4999, G = 4998;
+	assert_int_equal(b.tenant, A);
+	assert_int_equal(c.tenant, G);
+	assert_true(fabs(fg_bucket_level(&gw->t[A].bucket, 4 * MS) - fg_bucket_level(&acme.bucket, 4 * MS)) < 1e-6);
+	assert_true(gw->t[A].billed_units == acme.billed_units);
+	assert_int_equal(gw->t[A].admitted, 2);
+	assert_int_equal(gw->t[A].inflight, 1);
+	assert_int_equal(gw->t[G].inflight, globex.inflight);
+	assert_true(gw->fq.t[A].vtc == acme_fq.vtc);
+	assert_int_equal(gw->fq.t[A].in_service, 1);
+	assert_true(gw->fq.t[A].active);
+	assert_int_equal(gw->fq.t[G].queued, 1);
+	assert_int_equal(gw->kv.reserved[A], acme_kv);
+	assert_int_equal(gw->kv.node_reserved, node_kv);
+	assert_int_equal(gw->kv.cap[A], 262144);
+	assert_true(gw->t[7].admitted == 0 && gw->kv.reserved[7] == 0 && gw->fq.t[7].vtc == 0);
+	/* the billed units are still in acme's open peak window, at its new id */
+	fg_peak_tick(&gw->peaks, 61 * NS);
+	assert_true(fabs(gw->peaks.peak[A] - billed / 60) < 1e-9);
+	assert_true(gw->peaks.peak[0] == 0);
+	assert_true(fabs(fg_peak_sum_tenants(&gw->peaks) - billed / 60) < 1e-9);
+	/* the highest id is a tenant like any other */
+	static struct fg_gw_request d, e;
+	assert_int_equal(fg_gw_admit(gw, &d, 4999, "m", &s, 61 * NS).outcome, FG_GW_QUEUED);
+	assert_int_equal(fg_gw_admit(gw, &e, 5000, "m", &s, 61 * NS).outcome, FG_GW_BUCKET_NEVER);
+
+	/* prepared and cancelled: nothing moved */
+	struct fg_gw_tenant_state next;
+	assert_int_equal(fg_gw_reload_prepare(gw, &f->p, &next), 0);
+	fg_gw_reload_cancel(&next);
+	assert_int_equal(gw->n_tenants, 5000);
+	assert_ptr_equal(gw->policy, big);
+
+	/* back to the first policy: 2 slots again, the same two tenants */
+	assert_int_equal(fg_gw_reload(gw, &f->p, 62 * NS), 0);
+	assert_int_equal(gw->n_tenants, 2);
+	assert_int_equal(gw->fq.slots, 2);
+	assert_int_equal(b.tenant, 0);
+	assert_int_equal(c.tenant, 1);
+	assert_int_equal(d.tenant, 0);
+	assert_int_equal(gw->t[0].inflight, 2);
+	assert_int_equal(gw->kv.reserved[0], acme_kv);
+	assert_true(fabs(gw->peaks.peak[0] - billed / 60) < 1e-9);
+	assert_int_equal(gw->fq.t[1].queued, 1);
+	/* the queues work as before: globex's and acme's requests go */
+	struct fg_gw_request *next_r = fg_gw_dispatch(gw, 62 * NS);
+	assert_true(next_r == &c || next_r == &d);
+	fg_gw_finish(gw, &b, &u, 63 * NS);
+	fg_gw_abort(gw, &c, 63 * NS);
+	fg_gw_abort(gw, &d, 63 * NS);
+	assert_int_equal(gw->kv.node_reserved, 0);
+	assert_null(gw->live);
+	fg_policy_free(big);
+}
+
 /* The fair queue is charged the prompt at dispatch and each streamed token
  * at the context it decoded against, as it arrives: the first token comes
  * with the prefill, the k-th costs t(prompt + k - 1). It ends charged
@@ -713,6 +816,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(node_kv_wait_holds_the_others, setup, teardown),
 		cmocka_unit_test_setup_teardown(queue_timeout_refunds_and_says_so, setup, teardown),
 		cmocka_unit_test_setup_teardown(reload_keeps_buckets_and_queues, setup, teardown),
+		cmocka_unit_test_setup_teardown(reload_resizes_keeping_state, setup, teardown),
 		cmocka_unit_test_setup_teardown(overload_sheds_lowest_tiers_first, setup, teardown),
 		cmocka_unit_test_setup_teardown(streamed_output_charged_by_context, setup, teardown),
 		cmocka_unit_test_setup_teardown(flat_output_pricing_from_the_policy, setup, teardown),

@@ -1,7 +1,9 @@
 /* test_tpot_reserve.c — TPOT reservations (policy/tpot_reserve.c) and how the
  * gateway applies them (policy/gateway.c, policy/kv_ledger.c): the batch cap
  * on the cost model, the price, others held while a holder still goes, the
- * holders' KV kept out of others' reach, and reloads keeping the books. */
+ * holders' KV kept out of others' reach, reloads keeping the books, and the
+ * cap on the step model (the measured one under calibration `on`) apart
+ * from the prices. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -63,13 +65,14 @@ static int setup(void **state)
 {
 	struct fixture *f = calloc(1, sizeof(*f));
 	make_policy(&f->p, 12);
-	fg_gw_init(&f->gw, &f->p, 0, 0);
+	assert_int_equal(fg_gw_init(&f->gw, &f->p, 0, 0), 0);
 	*state = f;
 	return 0;
 }
 
 static int teardown(void **state)
 {
+	fg_gw_free(&((struct fixture *)*state)->gw);
 	fg_policy_release(&((struct fixture *)*state)->p);
 	free(*state);
 	return 0;
@@ -106,7 +109,7 @@ static uint32_t dispatch_all(struct fixture *f, uint32_t tenant_count[2], uint64
 
 static double modeled_step(const struct fixture *f)
 {
-	return fg_batch_step_s(&f->gw.cm, f->gw.tpot.sequences, (double)f->gw.kv.node_reserved,
+	return fg_batch_step_s(&f->gw.step_cm, f->gw.tpot.sequences, (double)f->gw.kv.node_reserved,
 			       (double)f->gw.ew.pending_tokens);
 }
 
@@ -173,7 +176,7 @@ static void kv_reserve_kept_for_the_protected(void **state)
 {
 	(void)state;
 	static struct fg_kv_ledger l;
-	fg_kv_init(&l, 100000, 1);
+	assert_int_equal(fg_kv_init(&l, 100000, 1, 2), 0);
 	fg_kv_set_protected(&l, 0, true);
 	fg_kv_set_reserve(&l, 20000);
 
@@ -201,6 +204,7 @@ static void kv_reserve_kept_for_the_protected(void **state)
 	fg_kv_release(&l, 0, 1000000); /* clamped, never wraps */
 	assert_int_equal(l.protected_reserved, 0);
 	assert_int_equal(l.node_reserved, 50000);
+	fg_kv_free(&l);
 }
 
 static void gateway_configures_from_the_tightest_tier(void **state)
@@ -233,6 +237,7 @@ static void gateway_configures_from_the_tightest_tier(void **state)
 	assert_false(fg_tpot_active(r));
 	assert_int_equal(f->gw.kv.reserve, 0);
 	assert_false(f->gw.kv.protect[0]);
+	fg_gw_free(&f->gw);
 	fg_gw_init(&f->gw, &f->p, 0, 0); /* before p goes */
 	fg_policy_free(p);
 }
@@ -285,6 +290,60 @@ static void others_held_at_the_cap_while_the_holder_goes(void **state)
 	assert_true(modeled_step(f) <= 0.012);
 }
 
+/* A measured step slower than the policy's (3 ms a step more, the
+ * weights and KV read at 0.62/0.75 of the rate, prompts at 0.38/0.50)
+ * shrinks the cap at once and holds the flood to fewer sequences (a 20 ms
+ * target); the
+ * prices stay what they were; back on the assumed model the cap is the
+ * policy's again. */
+static void slower_step_model_shrinks_the_cap_not_the_prices(void **state)
+{
+	struct fixture *f = *state;
+	f->p.tiers[0].tpot_p99_ms = 20; /* room for a 100-token prompt on the slower engine */
+	fg_gw_free(&f->gw);
+	fg_gw_init(&f->gw, &f->p, 0, 0);
+	const struct fg_cost_model assumed = f->gw.cm;
+	uint64_t cap_assumed = f->gw.tpot.cap_tokens;
+	struct fg_cost_model slow;
+	double mbu = 0.62 / 0.75, gpus = assumed.gpus;
+	double per_ctx = assumed.kv_bytes_per_token / gpus / (assumed.hbm_effective_per_gpu * mbu);
+	double fixed = 0.003 + assumed.weights_bytes_per_gpu / (assumed.hbm_effective_per_gpu * mbu);
+	fg_cost_model_calibrated(&slow, &assumed, assumed.prompt_token_s * 0.50 / 0.38, fixed, 0,
+				 per_ctx);
+	assert_true(fg_batch_step_s(&slow, 8, 16000, 100) > fg_batch_step_s(&assumed, 8, 16000, 100));
+
+	fg_gw_set_step_model(&f->gw, &slow);
+	assert_int_equal(f->gw.tpot.cap_tokens, fg_tpot_context_within(&slow, 0.020, 1700));
+	assert_true(f->gw.tpot.cap_tokens < cap_assumed);
+	assert_memory_equal(&f->gw.cm, &assumed, sizeof(assumed)); /* prices untouched */
+
+	uint32_t went[2] = { 0 };
+	for (int i = 0; i < 200; i++)
+		admit(f, 1, 100, 1900, 0);
+	dispatch_all(f, went, 1 * MS);
+	uint32_t want_slow = 0, want_assumed = 0;
+	while (fg_batch_step_s(&slow, want_slow + 1, (want_slow + 1) * 2000.0 + 16384, 100) <= 0.020)
+		want_slow++;
+	while (fg_batch_step_s(&assumed, want_assumed + 1, (want_assumed + 1) * 2000.0 + 16384,
+			       100) <= 0.020)
+		want_assumed++;
+	assert_int_equal(went[1], want_slow);
+	assert_true(want_slow > 0 && want_slow < want_assumed);
+	assert_true(modeled_step(f) <= 0.020);
+
+	/* back on the policy's model (calibration advise): the cap follows at once */
+	fg_gw_set_step_model(&f->gw, &assumed);
+	assert_int_equal(f->gw.tpot.cap_tokens, cap_assumed);
+	went[0] = went[1] = 0;
+	dispatch_all(f, went, 2 * MS);
+	assert_int_equal(went[1], want_assumed - want_slow);
+	/* and a reload starts from the policy's model */
+	fg_gw_set_step_model(&f->gw, &slow);
+	fg_gw_reload(&f->gw, &f->p, 3 * MS);
+	assert_memory_equal(&f->gw.step_cm, &assumed, sizeof(assumed));
+	assert_int_equal(f->gw.tpot.cap_tokens, cap_assumed);
+}
+
 /* Without the reservation the same flood takes the batch to the window's and
  * the pool's limits, and the modeled step goes past the target. */
 static void without_reservation_the_flood_grows_the_step(void **state)
@@ -292,6 +351,7 @@ static void without_reservation_the_flood_grows_the_step(void **state)
 	struct fixture *f = *state;
 	struct fg_policy *p = calloc(1, sizeof(*p));
 	make_policy(p, 0);
+	fg_gw_free(&f->gw);
 	fg_gw_init(&f->gw, p, 0, 0);
 
 	for (int i = 0; i < 200; i++)
@@ -299,6 +359,7 @@ static void without_reservation_the_flood_grows_the_step(void **state)
 	uint32_t n = dispatch_all(f, NULL, 1 * MS);
 	assert_true(n > 200 * 0.9);
 	assert_true(modeled_step(f) > 0.012);
+	fg_gw_free(&f->gw);
 	fg_gw_init(&f->gw, &f->p, 0, 0);
 	fg_policy_free(p);
 }
@@ -434,6 +495,7 @@ int main(void)
 		cmocka_unit_test(policy_key_parsed_and_checked),
 		cmocka_unit_test_setup_teardown(gateway_configures_from_the_tightest_tier, setup, teardown),
 		cmocka_unit_test_setup_teardown(others_held_at_the_cap_while_the_holder_goes, setup, teardown),
+		cmocka_unit_test_setup_teardown(slower_step_model_shrinks_the_cap_not_the_prices, setup, teardown),
 		cmocka_unit_test_setup_teardown(without_reservation_the_flood_grows_the_step, setup, teardown),
 		cmocka_unit_test_setup_teardown(pending_prefill_counts_in_the_step, setup, teardown),
 		cmocka_unit_test_setup_teardown(prompt_larger_than_any_slack_goes_alone, setup, teardown),
