@@ -1,6 +1,7 @@
 /* ctl_calibration.c — see ctl_calibration.h. */
 #include "cli/ctl_calibration.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -79,12 +80,21 @@ void fg_show_calibration(const json_t *cal)
 		       fg_show_num(itl, "engine"), fg_show_num(itl, "proxy"));
 	const json_t *fit = json_object_get(cal, "fit");
 	if (fit && !json_is_true(json_object_get(fit, "prompt_identified")))
-		printf("  the prompt-token time is not measured within 10%% (+-%.2f us): its prices hold\n",
-		       fg_show_num(fit, "prompt_token_se_us"));
+		printf("  the prompt-token time is not identified (%.2f +- %.2f us: not within 10%%, or "
+		       "held by its box): its prices hold\n",
+		       fg_show_num(fit, "prompt_token_us"), fg_show_num(fit, "prompt_token_se_us"));
+	if (fit && !json_is_true(json_object_get(fit, "step_identified")))
+		printf("  the step's fixed and per-sequence terms are not identified (%.3f ms, %.1f us: "
+		       "held by their box): the price at context 0 holds\n",
+		       fg_show_num(fit, "step_fixed_ms"), fg_show_num(fit, "step_per_seq_us"));
 	if (fit && !json_is_true(json_object_get(fit, "context_identified")))
-		printf("  the per-context term is not measured within 10%% (%.1f +- %.1f ns a token: the "
-		       "contexts hardly varied): its price holds\n",
-		       fg_show_num(fit, "step_per_context_ns"), fg_show_num(fit, "step_per_context_se_ns"));
+		printf("  the per-context term is not identified (%.1f +- %.3g ns a token: not within "
+		       "10%%, or on its box; the contexts hardly varied apart from the batch): its "
+		       "price holds\n",
+		       fg_show_num(fit, "step_per_context_ns"),
+		       json_is_number(json_object_get(fit, "step_per_context_se_ns"))
+			       ? fg_show_num(fit, "step_per_context_se_ns")
+			       : INFINITY);
 }
 
 json_t *fg_fetch_calibration(const char *ctl)

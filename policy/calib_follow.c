@@ -61,9 +61,11 @@ bool fg_calib_follow_step(struct fg_calib_follow *f, const struct fg_calib_fit *
 	priced(&fit->cm, want);
 	priced(&f->assumed, have);
 	double step = log1p(FG_CALIB_RATE_PER_MIN) * fmin(dt, 3600) / 60;
-	/* a term not measured well enough holds where it is: the prompt
-	 * time sets all three, the KV term only the third */
-	bool measured[3] = { fit->prompt_identified, fit->prompt_identified,
+	/* a term not identified holds where it is (the policy's, or the
+	 * last identified measurement): the prompt time sets all three, the
+	 * fixed and per-sequence terms the second, the KV term the third */
+	bool measured[3] = { fit->prompt_identified,
+			     fit->prompt_identified && fit->step_identified,
 			     fit->prompt_identified && fit->context_identified };
 	for (int i = 0; i < 3; i++) {
 		double target = want[i] / have[i];

@@ -9,8 +9,10 @@
  * explode anyone's price, and moving at most FG_CALIB_RATE_PER_MIN a
  * minute (geometrically) so a tenant's bill never jumps. Without a valid
  * fit the prices hold where they are, and so does a term the fit did not
- * measure to within FG_CALIB_MAX_REL_SE (the KV term when contexts hardly
- * varied). A measured output weight
+ * identify (calibration.h: not measured to within FG_CALIB_MAX_REL_SE, or
+ * held by its box; the KV term when contexts hardly varied apart from the
+ * batch): it stays at the policy's, or at its last identified
+ * measurement. A measured output weight
  * FG_CALIB_SHARP away from the last one reported is reported once
  * (the caller logs it).
  *

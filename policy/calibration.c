@@ -89,19 +89,30 @@ static int lsq_solve(const struct lsq *q, const double *prior, const double *flo
 	return solve(m, rhs, beta);
 }
 
-/* Each term's standard error: rms x sqrt of the diagonal of the system's
- * inverse (the ridge's pseudo-observation included). */
-static void lsq_std_errors(const struct lsq *q, const double *prior, const double *floor_sq,
-			   double rms, double *se)
+/* Each term's standard error, robust to observations of unequal noise
+ * and worth (HC0: A^-1 M A^-1 with M the sum of (w r)^2 x x' over the
+ * observations used): a stream step and an engine interval differ in
+ * both, and an interval's weight (INTERVAL_WORTH steps) is its worth
+ * against the ridge, not a noise 25x smaller than its residual says.
+ * A is the system with the ridge, or with `ridge` false the data's own:
+ * where the observations moved a term only together with others (from
+ * the histograms alone the KV is the batch times a steady per-sequence
+ * figure) that system is singular or nearly so and the error large,
+ * however firmly the ridge settles the split. */
+static double lsq_std_error(const struct lsq *q, const double meat[TERMS][TERMS],
+			    const double *prior, const double *floor_sq, bool ridge, uint32_t j)
 {
-	double m[TERMS][TERMS], rhs[TERMS], col[TERMS];
+	double m[TERMS][TERMS], rhs[TERMS], col[TERMS], e[TERMS] = { 0 };
 
+	e[j] = 1;
 	lsq_system(q, prior, floor_sq, m, rhs);
-	for (uint32_t j = 0; j < TERMS; j++) {
-		double e[TERMS] = { 0 };
-		e[j] = 1;
-		se[j] = solve(m, e, col) ? INFINITY : rms * sqrt(fabs(col[j]));
-	}
+	if (solve(ridge ? (const double(*)[TERMS])m : (const double(*)[TERMS])q->a, e, col))
+		return INFINITY;
+	double v = 0;
+	for (uint32_t a = 0; a < TERMS; a++)
+		for (uint32_t b = 0; b < TERMS; b++)
+			v += col[a] * meat[a][b] * col[b];
+	return sqrt(fabs(v));
 }
 
 static double clampd(double v, double lo, double hi, bool *hit)
@@ -115,6 +126,12 @@ static double clampd(double v, double lo, double hi, bool *hit)
 		return hi;
 	}
 	return v;
+}
+
+/* Strictly inside: an estimate on its box's edge was held there. */
+static bool inside_box(double v, double lo, double hi)
+{
+	return v > lo && v < hi;
 }
 
 static int cmp_double(const void *a, const void *b)
@@ -320,7 +337,7 @@ static int fit_window(const struct fg_calib *c, const double *prior, const doubl
 		qsort(resid, n, sizeof(*resid), cmp_double);
 		cut = TRIM_MADS * resid[n / 2];
 	}
-	double ss = 0, ws = 0;
+	double ss = 0, ws = 0, meat[TERMS][TERMS] = { { 0 } };
 	f->n_steps = f->n_prefill_steps = 0;
 	memset(f->used, 0, sizeof(f->used));
 	for (uint32_t i = 0; i < n; i++) {
@@ -331,6 +348,9 @@ static int fit_window(const struct fg_calib *c, const double *prior, const doubl
 			continue;
 		ss += rs.w[src] * r * r;
 		ws += rs.w[src];
+		for (uint32_t a = 0; a < TERMS; a++)
+			for (uint32_t b = 0; b < TERMS; b++)
+				meat[a][b] += rs.w[src] * rs.w[src] * r * r * x[a] * x[b];
 		f->used[src]++;
 		if (src == FG_CALIB_SRC_STREAM) {
 			f->n_steps++;
@@ -340,12 +360,12 @@ static int fit_window(const struct fg_calib *c, const double *prior, const doubl
 	f->trimmed = n - f->n_steps - f->used[FG_CALIB_SRC_ENGINE_DECODE] -
 		     f->used[FG_CALIB_SRC_ENGINE_PREFILL];
 	f->rms_s = ws > 0 ? sqrt(ss / ws) : 0;
-	double se[TERMS];
-	lsq_std_errors(&q, prior, floor_sq, f->rms_s, se);
-	f->step_fixed_se_s = se[0];
-	f->step_per_seq_se_s = se[1];
-	f->step_per_context_se_s = se[2];
-	f->prompt_token_se_s = se[3];
+	f->step_fixed_se_s = lsq_std_error(&q, meat, prior, floor_sq, true, 0);
+	f->step_per_seq_se_s = lsq_std_error(&q, meat, prior, floor_sq, true, 1);
+	/* the KV term is judged by what the data say of it (its split from the
+	 * per-sequence term is the one the histograms cannot make) */
+	f->step_per_context_se_s = lsq_std_error(&q, meat, prior, floor_sq, false, 2);
+	f->prompt_token_se_s = lsq_std_error(&q, meat, prior, floor_sq, true, 3);
 	return 0;
 }
 
@@ -384,39 +404,65 @@ const struct fg_calib_fit *fg_calib_refit(struct fg_calib *c, uint64_t now_ns)
 		c->fit = f;
 		return &c->fit;
 	}
-	/* A KV term not measured within FG_CALIB_MAX_REL_SE is pinned at the
-	 * policy's and the rest fitted again: noise in it would otherwise
-	 * move the price at the reference context, which it holds. */
-	f.context_identified = f.step_per_context_se_s <= FG_CALIB_MAX_REL_SE * fabs(beta[2]);
-	double se_ctx = f.step_per_context_se_s;
-	if (!f.context_identified) {
-		struct fg_calib_fit pinned = f;
-		double b2[TERMS] = { fixed0, 0, per_ctx0, a->prompt_token_s };
-		floor_sq[2] = 1e12 * ctx * ctx;
-		if (!fit_window(c, prior, floor_sq, b2, &pinned)) {
-			memcpy(beta, b2, sizeof(b2));
-			pinned.context_identified = false;
-			f = pinned;
-			f.step_per_context_se_s = se_ctx; /* the unpinned fit's, as measured */
-		}
-	}
 	/* the box: each term within 1/BOX .. BOX of the assumption's scale
 	 * (the per-sequence part as a share of the fixed one) */
-	bool hit = false;
-	f.prompt_token_s = clampd(beta[3], a->prompt_token_s / FG_CALIB_BOX,
-				  a->prompt_token_s * FG_CALIB_BOX, &hit);
-	f.step_fixed_s = clampd(beta[0], fixed0 / FG_CALIB_BOX, fixed0 * FG_CALIB_BOX, &hit);
-	f.step_per_seq_s = clampd(beta[1], -fixed0 / batch, fixed0 * FG_CALIB_BOX / batch, &hit);
-	f.step_per_context_s = clampd(beta[2], per_ctx0 / FG_CALIB_BOX, per_ctx0 * FG_CALIB_BOX,
-				      &hit);
+	const double lo[TERMS] = { fixed0 / FG_CALIB_BOX, -fixed0 / batch, per_ctx0 / FG_CALIB_BOX,
+				   a->prompt_token_s / FG_CALIB_BOX };
+	const double hi[TERMS] = { fixed0 * FG_CALIB_BOX, fixed0 * FG_CALIB_BOX / batch,
+				   per_ctx0 * FG_CALIB_BOX, a->prompt_token_s * FG_CALIB_BOX };
+	/* A KV term not measured within FG_CALIB_MAX_REL_SE, or measured on
+	 * or past its box (where a direction the data never varied apart
+	 * from the batch lands), is pinned at the policy's and the rest
+	 * fitted again: noise in it would otherwise move the price at the
+	 * reference context, which it holds. */
+	f.context_identified = f.step_per_context_se_s <= FG_CALIB_MAX_REL_SE * fabs(beta[2]) &&
+			       inside_box(beta[2], lo[2], hi[2]);
+	/* So is the per-sequence term when its part of the reference step is
+	 * not measured within FG_CALIB_MAX_REL_SE of that step's fixed and
+	 * per-sequence part (a batch that hardly varied: its slope would
+	 * otherwise carry the noise to the reference batch); pinned, the
+	 * fixed term takes the step at the batch seen. */
+	f.per_seq_identified = f.step_per_seq_se_s * batch <=
+			       FG_CALIB_MAX_REL_SE * fabs(beta[0] + beta[1] * batch);
+	double se_ctx = f.step_per_context_se_s, se_seq = f.step_per_seq_se_s;
+	if (!f.context_identified || !f.per_seq_identified) {
+		struct fg_calib_fit pinned = f;
+		double b2[TERMS] = { fixed0, 0, per_ctx0, a->prompt_token_s };
+		if (!f.context_identified)
+			floor_sq[2] = 1e12 * ctx * ctx;
+		if (!f.per_seq_identified)
+			floor_sq[1] = 1e12 * batch * batch;
+		if (!fit_window(c, prior, floor_sq, b2, &pinned)) {
+			memcpy(beta, b2, sizeof(b2));
+			pinned.context_identified = f.context_identified;
+			pinned.per_seq_identified = f.per_seq_identified;
+			f = pinned;
+			/* the unpinned fit's, as measured */
+			f.step_per_context_se_s = se_ctx;
+			f.step_per_seq_se_s = se_seq;
+		}
+	}
+	/* A term the box held is not measured, only bounded: its price holds
+	 * (calib_follow.c) however small its standard error. */
+	bool hit[TERMS] = { false };
+	f.step_fixed_s = clampd(beta[0], lo[0], hi[0], &hit[0]);
+	f.step_per_seq_s = clampd(beta[1], lo[1], hi[1], &hit[1]);
+	f.step_per_context_s = clampd(beta[2], lo[2], hi[2], &hit[2]);
+	f.prompt_token_s = clampd(beta[3], lo[3], hi[3], &hit[3]);
 	/* a step of the reference batch must still take time */
 	if (f.step_fixed_s + f.step_per_seq_s * batch < fixed0 / FG_CALIB_BOX) {
 		f.step_per_seq_s = (fixed0 / FG_CALIB_BOX - f.step_fixed_s) / batch;
-		hit = true;
+		hit[1] = true;
 	}
-	f.bounded = hit;
+	f.bounded = hit[0] || hit[1] || hit[2] || hit[3];
 	f.valid = true;
-	f.prompt_identified = f.prompt_token_se_s <= FG_CALIB_MAX_REL_SE * f.prompt_token_s;
+	f.prompt_identified =
+		f.prompt_token_se_s <= FG_CALIB_MAX_REL_SE * f.prompt_token_s && !hit[3];
+	f.step_identified = !hit[0] && !hit[1];
+	f.per_seq_identified = f.per_seq_identified && !hit[1];
+	/* pinned at the policy's, the KV term sits inside its box: unpinned,
+	 * it was identified only if the box did not hold it */
+	f.context_identified = f.context_identified && !hit[2];
 	fg_cost_model_calibrated(&f.cm, a, f.prompt_token_s, f.step_fixed_s, f.step_per_seq_s,
 				 f.step_per_context_s);
 	c->fit = f;

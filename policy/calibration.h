@@ -15,7 +15,10 @@
  * observation (so a direction the data never varied, say the batch, stays
  * at the assumption instead of at noise), one pass of outlier trimming, and
  * a box around the assumption (FG_CALIB_BOX) so a sick engine cannot make a
- * price absurd. The result is a calibrated `struct fg_cost_model`
+ * price absurd. Standard errors are robust (HC0); the per-context and
+ * per-sequence terms not measured within FG_CALIB_MAX_REL_SE are pinned
+ * at the policy's and the rest fitted again, and a term the box held is
+ * not identified (fg_calib_fit's *_identified: only those are followed). The result is a calibrated `struct fg_cost_model`
  * (fg_cost_model_calibrated): every price follows from it with
  * cost_model.c's formulas.
  *
@@ -82,11 +85,19 @@ struct fg_calib_fit {
 	double step_fixed_s, step_per_seq_s, step_per_context_s;
 	double rms_s;               /* of the residuals used */
 	double prompt_token_se_s, step_fixed_se_s, step_per_seq_se_s, step_per_context_se_s;
-	/* the KV term is measured only within FG_CALIB_MAX_REL_SE: when
-	 * contexts hardly vary it is not, and the fit pins it at the
-	 * policy's (its standard error stays the unpinned fit's) */
+	/* A term is identified (measured, so priced by: calib_follow.c) when
+	 * its standard error is within FG_CALIB_MAX_REL_SE of it and the box
+	 * did not hold it (an estimate on or past FG_CALIB_BOX is bounded,
+	 * not measured). The KV term when contexts hardly vary apart from
+	 * the batch (the histograms alone) is not, and the fit pins it at
+	 * the policy's (its standard error stays the unpinned fit's). */
 	bool context_identified;
-	bool prompt_identified;     /* the same for the prompt-token time */
+	bool prompt_identified;     /* the prompt-token time */
+	bool step_identified;       /* the fixed and per-sequence terms: t(0) */
+	/* the per-sequence term apart from the fixed one: when the batch
+	 * hardly varied it is not, and the fit pins it at the policy's (0;
+	 * t(0) is then the step at the batch seen, still identified) */
+	bool per_seq_identified;
 	struct fg_cost_model cm;    /* the measured model (the assumed until valid) */
 };
 

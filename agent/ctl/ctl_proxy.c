@@ -1,6 +1,7 @@
 /* ctl_proxy.c — control-socket handlers for status, tenant detail and
  * policy hot reload; the commands are listed in ctl_commands.h. */
 #include <jansson.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -242,7 +243,7 @@ static json_t *calibration_json(const struct fg_proxy *px)
 					      pc->proxy_itl_s * 1e3));
 	if (o && f->valid) {
 		json_object_set_new(o, "measured", model_json(&f->cm, &c->assumed, r));
-		json_object_set_new(o, "fit", json_pack("{s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:b, s:b}",
+		json_object_set_new(o, "fit", json_pack("{s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:o, s:f, s:b, s:b, s:b, s:b}",
 			"prompt_token_us", f->prompt_token_s * 1e6,
 			"prompt_token_se_us", f->prompt_token_se_s * 1e6,
 			"step_fixed_ms", f->step_fixed_s * 1e3,
@@ -250,9 +251,13 @@ static json_t *calibration_json(const struct fg_proxy *px)
 			"step_per_seq_us", f->step_per_seq_s * 1e6,
 			"step_per_seq_se_us", f->step_per_seq_se_s * 1e6,
 			"step_per_context_ns", f->step_per_context_s * 1e9,
-			"step_per_context_se_ns", f->step_per_context_se_s * 1e9,
+			/* null when the data cannot tell the term at all */
+			"step_per_context_se_ns", isfinite(f->step_per_context_se_s)
+				? json_real(f->step_per_context_se_s * 1e9) : json_null(),
 			"rms_ms", f->rms_s * 1e3,
 			"prompt_identified", f->prompt_identified,
+			"step_identified", f->step_identified,
+			"per_seq_identified", f->per_seq_identified,
 			"context_identified", f->context_identified));
 	}
 	return o;

@@ -334,6 +334,17 @@ static void calibration_metrics(struct fg_buf *o, const struct fg_proxy *px)
 	help(o, "fairgate_calibration_valid", "gauge",
 	     "1 while the fit of the engine's steps has enough observations in its window.");
 	fg_buf_printf(o, "fairgate_calibration_valid %d\n", f->valid);
+	help(o, "fairgate_calibration_term_identified", "gauge",
+	     "1 while the fit measures the term (within 10% and inside its box): under `on` only "
+	     "identified terms move the charged prices (prompt_token, step, per_context).");
+	const struct { const char *term; bool identified; } terms[] = {
+		{ "prompt_token", f->prompt_identified },
+		{ "step", f->step_identified },
+		{ "per_context", f->context_identified },
+	};
+	for (size_t i = 0; i < sizeof(terms) / sizeof(terms[0]); i++)
+		fg_buf_printf(o, "fairgate_calibration_term_identified{term=\"%s\"} %d\n",
+			      terms[i].term, f->valid && terms[i].identified);
 	help(o, "fairgate_calibration_steps_total", "counter",
 	     "Engine steps the proxy saw in its streams, by whether they were observed "
 	     "(unambiguous) or not.");

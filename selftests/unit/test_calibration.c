@@ -127,7 +127,8 @@ static void fit_converges_on_noisy_truth(void **state)
 	assert_true(f->cm.output_weight > a.output_weight * 1.1 ||
 		    f->cm.output_weight < a.output_weight / 1.1);
 	assert_rel(f->rms_s, 3e-4, 0.2);
-	assert_true(f->prompt_identified && f->context_identified);
+	assert_true(f->prompt_identified && f->context_identified && f->per_seq_identified &&
+		    f->step_identified);
 	assert_true(f->prompt_token_se_s > 0 && f->prompt_token_se_s < 0.01 * f->prompt_token_s);
 }
 
@@ -222,7 +223,7 @@ static void follow_rate_floor_ceiling(void **state)
 	struct fg_cost_model a, t;
 	struct fg_calib_follow fl;
 	struct fg_calib_fit fit = { .valid = true, .prompt_identified = true,
-				    .context_identified = true };
+				    .step_identified = true, .context_identified = true };
 	models(&a, &t);
 
 	/* a measurement 4x dearer in every term: a minute moves 1.25x, no more */
@@ -252,6 +253,7 @@ static void follow_rate_floor_ceiling(void **state)
 	assert_rel(fl.applied.output_weight, a.output_weight * FG_CALIB_FLOOR, 1e-9);
 	/* within the bounds it lands on the measurement itself */
 	fg_calib_follow_step(&fl, &(struct fg_calib_fit){ .valid = true, .prompt_identified = true,
+							    .step_identified = true,
 							    .context_identified = true, .cm = t },
 			     40000 * SEC);
 	assert_rel(fl.applied.output_weight, t.output_weight, 1e-9);
@@ -259,7 +261,8 @@ static void follow_rate_floor_ceiling(void **state)
 	assert_rel(fg_decode_step_batch_s(&fl.applied, 128, 128 * 1700.0), t.decode_step_s, 1e-9);
 	/* a KV term the fit could not measure holds; the rest still follow */
 	struct fg_calib_follow f2;
-	struct fg_calib_fit vague = { .valid = true, .prompt_identified = true, .cm = t };
+	struct fg_calib_fit vague = { .valid = true, .prompt_identified = true,
+				      .step_identified = true, .cm = t };
 	fg_calib_follow_init(&f2, &a, 0);
 	fg_calib_follow_step(&f2, &vague, 3600 * SEC);
 	assert_rel(f2.applied.output_s_per_context / f2.applied.prompt_token_s,
@@ -277,7 +280,7 @@ static void hold_then_follow_without_a_jump(void **state)
 	struct fg_cost_model a, t;
 	struct fg_calib_follow fl;
 	struct fg_calib_fit fit = { .valid = true, .prompt_identified = true,
-				    .context_identified = true };
+				    .step_identified = true, .context_identified = true };
 	models(&a, &t);
 	fit.cm = t;
 	fg_calib_follow_init(&fl, &a, 0);
@@ -315,6 +318,43 @@ static void unvaried_context_not_identified(void **state)
 	assert_rel(f->prompt_token_s, t.prompt_token_s, 0.02);
 }
 
+/* An engine whose KV costs a tenth of the policy's: measured well
+ * (contexts vary apart from the batch, little jitter) but past the box's
+ * 1/8x, so the
+ * box holds it and it is not identified: the fit pins it at the policy's
+ * and the followed price per token of context does not move. */
+static void kv_term_on_its_box_not_identified(void **state)
+{
+	struct calib_rig *r = *state;
+	struct fg_cost_model a = r->assumed, t = r->truth;
+	struct fg_calib *c = r->calib;
+	double fixed = fg_decode_step_batch_s(&t, 0, 0), per_ctx = a.output_s_per_context / 10;
+
+	for (int i = 0; i < 2000; i++) {
+		double batch = 1 + floor(unif() * 48), ctx = batch * (300 + unif() * 3000);
+		double pre = i % 4 ? 0 : 50 + floor(unif() * 4000);
+		double step = fixed + t.seq_overhead_s * (batch + (pre > 0)) + per_ctx * ctx +
+			      fg_prefill_s(&t, pre);
+		fg_calib_add_step(c, SEC + (uint64_t)i * (SEC / 100), batch, ctx, pre,
+				  step + 3e-5 * gauss());
+	}
+	const struct fg_calib_fit *f = fg_calib_refit(c, 21 * SEC);
+	assert_true(f->valid);
+	/* its standard error alone would have called it measured */
+	assert_true(f->step_per_context_se_s < FG_CALIB_MAX_REL_SE * per_ctx);
+	assert_false(f->context_identified);
+	assert_true(f->prompt_identified);
+	assert_rel(f->step_per_context_s, a.output_s_per_context, 1e-3);
+	assert_rel(f->prompt_token_s, t.prompt_token_s, 0.02);
+	struct fg_calib_follow fl;
+	fg_calib_follow_init(&fl, &a, 21 * SEC);
+	fg_calib_follow_step(&fl, f, 3621 * SEC);
+	assert_rel(fl.scale[2], 1, 1e-12);
+	assert_rel(fl.applied.output_s_per_context / fl.applied.prompt_token_s,
+		   a.output_s_per_context / a.prompt_token_s, 1e-9);
+	assert_rel(fl.applied.prompt_token_s, t.prompt_token_s, 0.02); /* identified: followed */
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -327,6 +367,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(window_slides, rig_up, rig_down),
 		cmocka_unit_test(follow_rate_floor_ceiling),
 		cmocka_unit_test_setup_teardown(unvaried_context_not_identified, rig_up, rig_down),
+		cmocka_unit_test_setup_teardown(kv_term_on_its_box_not_identified, rig_up, rig_down),
 		cmocka_unit_test(hold_then_follow_without_a_jump),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
