@@ -351,9 +351,6 @@ static void neither_source_swamps(void **state)
 	test_free(c2);
 }
 
-/* A sick engine's histograms: zero times and stalls are refused, times a
- * thousand times too short or fifty times too long are boxed, and the
- * followed prices stay within the floor and ceiling. */
 /* The same steps seen twice do not count twice: histograms of an engine
  * 1.5x slower than the steps the streams show, whose tokens the streams
  * all showed, weigh nothing (the fit is the streams'); when the streams
@@ -399,6 +396,9 @@ static void steps_the_streams_showed_count_once(void **state)
 	}
 }
 
+/* A sick engine's histograms: zero times and stalls are refused, times a
+ * thousand times too short or fifty times too long are boxed, and the
+ * followed prices stay within the floor and ceiling. */
 static void sick_engine_bounded(void **state)
 {
 	struct rig *r = *state;
