@@ -20,7 +20,7 @@
  *                    the tenant is refunded; a request that was sent keeps
  *                    its fair-queue charge (it held its place in the window)
  *   fg_gw_expire     waited past the tier's max_queue_s: refund, 429
- *   fg_gw_tokenizer_ran  the engine counted a prompt before admission: billed
+ *   fg_gw_tokenizer_ran  the engine counted a prompt admission then refused: billed
  */
 #ifndef FAIRGATE_GATEWAY_H
 #define FAIRGATE_GATEWAY_H
@@ -224,11 +224,12 @@ struct fg_gw_request *fg_gw_expire(struct fg_gateway *gw, uint64_t now_ns,
 				   struct fg_gw_decision *why);
 /* Earliest queue deadline, 0 if none (for the caller's timer). */
 /* The engine's /tokenize counted `tokens` of this tenant's prompt before
- * admission (fg_gw_exact_wanted asked for it): that ran on the engine
- * whatever admission then decides, so it is billed at once, as the
- * tenant's own /tokenize would be (fg_price_tokenizer), from the bucket
- * (which may go into debt), outside the fair queue (it ran outside the
- * engine window). Returns the units billed. */
+ * admission (fg_gw_exact_wanted asked for it) and admission refused the
+ * request: the engine did that work for a request nobody will bill, so it
+ * is billed as the tenant's own /tokenize would be (fg_price_tokenizer),
+ * from the bucket (which may go into debt), outside the fair queue (it ran
+ * outside the engine window). An admitted request pays for its prompt.
+ * Returns the units billed. */
 double fg_gw_tokenizer_ran(struct fg_gateway *gw, uint32_t tenant, uint64_t tokens, uint64_t now_ns);
 
 uint64_t fg_gw_next_deadline(const struct fg_gateway *gw);

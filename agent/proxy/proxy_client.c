@@ -612,6 +612,19 @@ static void refuse_never(struct fg_client *c, const struct fg_gw_decision *d)
  * one of them ends depends on outputs not generated yet, and a guess would
  * not be the truthful one the 429s of the bucket give; OpenAI's clients
  * back off on their own. Its running requests are not touched. */
+/* A request admission refuses, whose prompt the engine counted, pays for
+ * the count: the engine did that work for nothing it will bill. Called
+ * before the refusal is written (that may end the exchange). */
+static void bill_refused_count(struct fg_client *c)
+{
+	struct fg_exchange *x = c->x;
+
+	if (x->counted_tokens && x->tenant->live)
+		fg_tenants_charged(x->tenant, fg_gw_tokenizer_ran(c->px->gw, x->tenant->id,
+								  x->counted_tokens, fg_now_ns()));
+	x->counted_tokens = 0;
+}
+
 static bool refuse_inflight(struct fg_client *c)
 {
 	struct fg_exchange *x = c->x;
@@ -621,6 +634,7 @@ static bool refuse_inflight(struct fg_client *c)
 	if (!cap || c->px->gw->t[x->tenant->id].inflight < cap)
 		return false;
 	fg_tenants_count(x->tenant, FG_OUT_INFLIGHT_LIMITED);
+	bill_refused_count(c);
 	snprintf(msg, sizeof(msg),
 		 "Tenant '%s' has %u requests in flight, the most the gateway holds for one tenant "
 		 "(agent.limits.max_inflight_per_tenant); retry when one of them has finished.",
@@ -775,17 +789,20 @@ static bool admit(struct fg_client *c)
 		return true;
 	case FG_GW_RETRY_LATER:
 		fg_tenants_count(x->tenant, FG_OUT_RATE_LIMITED);
+		bill_refused_count(c);
 		fg_tenants_publish(px->st, &px->tenants, x->tenant, now);
 		refuse_rate(c, &d);
 		return false;
 	case FG_GW_CONTEXT_EXCEEDED:
 	case FG_GW_KV_NEVER:
 	case FG_GW_NO_LONG_POOL:
+		bill_refused_count(c);
 		refuse_size(c, &d);
 		return false;
 	case FG_GW_BUCKET_NEVER:
 	default:
 		fg_tenants_count(x->tenant, FG_OUT_NEVER_FITS);
+		bill_refused_count(c);
 		refuse_never(c, &d);
 		return false;
 	}
@@ -889,11 +906,7 @@ static void counted(void *ctx, enum fg_tokenize_result r, uint64_t count, uint64
 		x->info.shape.exact_prompt_tokens = count ? count : 1;
 		if (max_model_len)
 			px->gw->engine_max_model_len = max_model_len;
-		/* the engine did this work whatever admission says next */
-		if (x->tenant->live)
-			fg_tenants_charged(x->tenant, fg_gw_tokenizer_ran(px->gw, x->tenant->id,
-									  x->info.shape.exact_prompt_tokens,
-									  fg_now_ns()));
+		x->counted_tokens = x->info.shape.exact_prompt_tokens;
 	}
 	/* otherwise the estimate decides, limits on its conservative side */
 	if (!x->tenant->live) {

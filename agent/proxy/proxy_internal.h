@@ -89,6 +89,10 @@ struct fg_exchange {
 	struct fg_tenant_rt *tenant; /* referenced while set */
 	struct fg_tokenize *tok;  /* the exact-count call under way, or NULL */
 	uint64_t tok_started_ns;
+	/* the engine's /tokenize counted this many prompt tokens: billed as
+	 * a /tokenize if admission then refuses the request (an admitted one
+	 * pays for its prompt) */
+	uint64_t counted_tokens;
 	struct fg_req_info info;
 	struct fg_req_scan *scan; /* the body's check, read by read as it arrives, or NULL */
 	struct fg_gw_request gwr; /* the gateway's request: price, queue, KV, window */

@@ -764,9 +764,9 @@ static void the_true_prompt_is_checked_again(void **state)
 	assert_null(gw->live);
 }
 
-/* The engine's /tokenize count before admission is billed whatever
- * admission says: a tenant whose near-limit prompts are all refused still
- * pays for the counting, as its own /tokenize would; at the prefix-cache
+/* The engine's /tokenize count of a request admission refused is billed:
+ * a tenant whose near-limit prompts are all refused still pays for the
+ * counting, as its own /tokenize would; at the prefix-cache
  * price of the prompt, from the bucket (into debt if need be), and in the
  * billed total, not in the fair queue. */
 static void an_exact_count_is_billed_like_tokenize(void **state)
