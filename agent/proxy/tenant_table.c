@@ -89,12 +89,19 @@ void fg_tenants_free(struct fg_tenant_table *q)
 	memset(q, 0, sizeof(*q));
 }
 
+/* A key's SHA-256 is uniform, but the policy file writes the hashes and
+ * may carry any hex (a generated file of near-equal ones put 65,533 keys
+ * in one probe run when the slot was the first four bytes): every byte
+ * counts, mixed. */
 static uint32_t key_hash(const uint8_t h[32])
 {
-	uint32_t v;
+	uint64_t w[4], v;
 
-	memcpy(&v, h, sizeof(v)); /* SHA-256 output is already uniform */
-	return v;
+	memcpy(w, h, sizeof(w));
+	v = (w[0] ^ w[1] * 0x9e3779b97f4a7c15ull) ^ (w[2] ^ w[3] * 0xc2b2ae3d27d4eb4full);
+	v ^= v >> 31;
+	v *= 0xbf58476d1ce4e5b9ull;
+	return (uint32_t)(v ^ v >> 29);
 }
 
 static int build_key_index(const struct fg_policy *p, struct fg_tenant_rt **by_id,
