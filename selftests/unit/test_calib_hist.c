@@ -295,6 +295,19 @@ static void histograms_alone_fit_the_truth(void **state)
 		    f->cm.output_weight < a.output_weight / 1.1);
 }
 
+/* 3,000 steps the streams saw of the truth over 30 s: batch 1-48, varied
+ * contexts, a prefill every fourth step. */
+static void streams_of_the_truth(struct rig *r)
+{
+	for (int i = 0; i < 3000; i++) {
+		double batch = 1 + i % 48, ctx = batch * (300 + (i * 37) % 3000);
+		double prefill = i % 4 ? 0 : 50 + (i * 131) % 4000;
+		fg_calib_add_step(r->calib, SEC + (uint64_t)i * (SEC / 100), batch, ctx, prefill,
+				  fg_decode_step_batch_s(&r->truth, batch + (prefill > 0), ctx) +
+					  fg_prefill_s(&r->truth, prefill));
+	}
+}
+
 /* Steps the streams saw of the truth, and histograms of an engine 1.5x
  * slower (two views that disagree): each source gets half the fit, so the
  * measured decode step lands between them, not on either. */
@@ -304,13 +317,7 @@ static void neither_source_swamps(void **state)
 	struct fg_cost_model t = r->truth;
 	struct fg_calib *c = r->calib;
 
-	for (int i = 0; i < 3000; i++) {
-		double batch = 1 + i % 48, ctx = batch * (300 + (i * 37) % 3000);
-		double prefill = i % 4 ? 0 : 50 + (i * 131) % 4000;
-		fg_calib_add_step(c, SEC + (uint64_t)i * (SEC / 100), batch, ctx, prefill,
-				  fg_decode_step_batch_s(&t, batch + (prefill > 0), ctx) +
-					  fg_prefill_s(&t, prefill));
-	}
+	streams_of_the_truth(r);
 	const struct fg_calib_fit *f = fg_calib_refit(c, 31 * SEC);
 	assert_near(f->weight_share[0], 1);
 	assert_rel(f->cm.decode_step_s, t.decode_step_s, 0.01);
@@ -361,13 +368,7 @@ static void steps_the_streams_showed_count_once(void **state)
 	struct fg_cost_model t = r->truth;
 	struct fg_calib *c = r->calib;
 
-	for (int i = 0; i < 3000; i++) {
-		double batch = 1 + i % 48, ctx = batch * (300 + (i * 37) % 3000);
-		double prefill = i % 4 ? 0 : 50 + (i * 131) % 4000;
-		fg_calib_add_step(c, SEC + (uint64_t)i * (SEC / 100), batch, ctx, prefill,
-				  fg_decode_step_batch_s(&t, batch + (prefill > 0), ctx) +
-					  fg_prefill_s(&t, prefill));
-	}
+	streams_of_the_truth(r);
 	r->t.have = ALL | FG_ET_GW_CONTEXT;
 	for (double shown = 1; shown >= 0.5; shown -= 0.5) {
 		fg_calib_drop_intervals(c);
