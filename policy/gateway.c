@@ -762,8 +762,7 @@ static int32_t *match_tenants(const struct fg_policy *old, uint32_t n_old,
 	uint32_t *order = fg_policy_name_order(p);
 
 	for (uint32_t i = 0; map && i < n_old; i++) {
-		const struct fg_tenant *nt = order ? fg_policy_find_sorted(p, order, old->tenants[i].name)
-						   : fg_policy_tenant_by_name(p, old->tenants[i].name);
+		const struct fg_tenant *nt = fg_policy_find_sorted(p, order, old->tenants[i].name);
 		map[i] = nt ? (int32_t)nt->id : -1;
 	}
 	free(order);

@@ -274,7 +274,8 @@ uint32_t fg_tenant_name_hash(const char *name);
  * when memory is short or there are none), so that matching the names of
  * two policies, or finding duplicates, is a sort and searches, not a scan
  * per tenant: at 65,536 tenants a scan per tenant is 2^31 compares.
- * fg_policy_find_sorted searches such an order: the tenant or NULL. */
+ * fg_policy_find_sorted searches such an order: the tenant or NULL (with
+ * no order, NULL from fg_policy_name_order, a scan). */
 uint32_t *fg_policy_name_order(const struct fg_policy *p);
 const struct fg_tenant *fg_policy_find_sorted(const struct fg_policy *p, const uint32_t *order,
 					      const char *name);

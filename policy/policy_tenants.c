@@ -106,8 +106,10 @@ uint32_t *fg_policy_name_order(const struct fg_policy *p)
 const struct fg_tenant *fg_policy_find_sorted(const struct fg_policy *p, const uint32_t *order,
 					      const char *name)
 {
-	size_t lo = 0, hi = order ? p->n_tenants : 0;
+	size_t lo = 0, hi = p->n_tenants;
 
+	if (!order) /* no memory for the order: scanned (slow, still right) */
+		return fg_policy_tenant_by_name(p, name);
 	while (lo < hi) {
 		size_t mid = lo + (hi - lo) / 2;
 		int c = strcmp(p->tenants[order[mid]].name, name);

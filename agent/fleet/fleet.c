@@ -66,7 +66,7 @@ static int tenants_alloc(struct fleet_tenants *s, const struct fg_policy *p)
 static const struct fg_tenant *tenant_named(const struct fleet_tenants *s,
 					    const struct fg_policy *p, const char *name)
 {
-	return s->order ? fg_policy_find_sorted(p, s->order, name) : fg_policy_tenant_by_name(p, name);
+	return fg_policy_find_sorted(p, s->order, name);
 }
 
 struct fg_fleet {
