@@ -20,6 +20,10 @@
 #include "agent/policy_watch.h"
 #include "agent/proxy/proxy.h"
 
+/* the allocator's thresholds (main, after the start-up trim) */
+#define FG_HEAP_KEEP (4 << 20)
+#define FG_HEAP_MMAP_MIN (32 << 20) /* glibc's largest: bodies above it are mapped */
+
 static void usage(FILE *f)
 {
 	fprintf(f,
@@ -193,6 +197,14 @@ int main(int argc, char **argv)
 	/* the parse's tree is gone: its pages go back rather than stay as
 	 * the allocator's slack (tens of MB for a large policy) */
 	malloc_trim(0);
+	/* Then fixed thresholds: glibc's defaults give a request's blocks back
+	 * to the kernel at its end (the heap's top trimmed past 128 KiB, a
+	 * body past the mmap threshold unmapped) and fault them in again at
+	 * the next one, a page fault per 4 KiB of every body; up to
+	 * FG_HEAP_KEEP of freed top stays for the next requests instead, and
+	 * bodies up to the largest allowed come from the heap. */
+	mallopt(M_TRIM_THRESHOLD, FG_HEAP_KEEP);
+	mallopt(M_MMAP_THRESHOLD, FG_HEAP_MMAP_MIN);
 	fprintf(stderr, "fairgated: running with %u tenants, %u tiers\n", st.policy->n_tenants,
 		st.policy->n_tiers);
 	rc = fg_loop_run(st.loop) ? 1 : 0;

@@ -359,3 +359,36 @@ for size in "${BSIZES[@]}"; do
 	echo
 done
 echo "   (medians over the same runs: voluntary context switches of the proxy process per request; wrk's req/s)"
+# and what each does per request in the kernel's view: system calls, and
+# of them the reads of the client's bytes, counted by perf over one more
+# 1 s run per path and size after the measured ones (the counting itself
+# costs, so those runs are not in the CPU figures above)
+body_syscalls() { # PATH SIZE -> "syscalls-per-request reads-per-request"
+	local pid=${BPID[$1]} st=$TMP/stat.$1.$2 out
+	perf stat -x, -o "$st" -e raw_syscalls:sys_enter,syscalls:sys_enter_recvfrom,syscalls:sys_enter_read,syscalls:sys_enter_readv \
+		-p "$pid" -- sleep 1 >/dev/null 2>&1 &
+	local perf=$!
+	out=$(ip netns exec "$CNS" wrk -t1 -c8 -d1s -s "$TMP/body.$2.lua" \
+		"http://$SRV:${BPORT[$1]}/v1/chat/completions")
+	wait "$perf"
+	echo "$out" | awk -F, -v st="$st" '
+		/requests in/ { split($0, w, " "); n = w[1] }
+		END { while ((getline l < st) > 0) { split(l, f, ","); if (f[3] == "raw_syscalls:sys_enter") all = f[1]; else if (f[3] ~ /sys_enter_(recvfrom|read|readv)$/) rd += f[1] }
+		      if (n && all) printf "%.1f %.1f\n", all / n, rd / n; else print "n/a n/a" }'
+}
+if command -v perf >/dev/null && perf stat -e raw_syscalls:sys_enter true >/dev/null 2>&1; then
+	printf '%-8s' body
+	for p in "${BPATHS[@]}"; do printf ' %19s %16s' "$p syscalls/req" "$p reads/req"; done
+	echo
+	for size in "${BSIZES[@]}"; do
+		printf '%-8s' "$((size / 1024))KiB"
+		for p in "${BPATHS[@]}"; do
+			read -r sc rd <<<"$(body_syscalls "$p" "$size")"
+			printf ' %19s %16s' "$sc" "$rd"
+		done
+		echo
+	done
+	echo "   (perf stat over one 1 s wrk run each: all system calls, and recv/read/readv, per request)"
+else
+	echo "   (no perf with syscall tracepoints here: system calls per request not counted)"
+fi

@@ -103,6 +103,7 @@ static int on_headers(http_parser *p)
 		x->reject_status = 413;
 		return -1;
 	}
+	x->body_left = has_length ? p->content_length : 0;
 	bool cont = expects_continue(&x->hdrs, &other_expect);
 	if (other_expect) {
 		x->reject_status = 417;
@@ -110,8 +111,8 @@ static int on_headers(http_parser *p)
 	}
 	/* A body is not read, nor 100 Continue sent, before the request's key
 	 * and path are judged: the parser stops here and process_input judges
-	 * them outside the callback (check_heads). The body buffer then grows
-	 * with what arrives, never with what Content-Length declares. */
+	 * them outside the callback (check_heads), which reserves the declared
+	 * length only for a client with a key. */
 	if (has_length || chunked) {
 		x->want_continue = cont && p->http_minor >= 1;
 		x->heads_pending = true;
@@ -124,23 +125,34 @@ static int on_body(http_parser *p, const char *at, size_t len)
 {
 	struct fg_client *c = of(p);
 	struct fg_exchange *x = c->x;
+	struct fg_buf *b = &x->body;
+	/* read_input received these straight into the body: only commit them */
+	bool in_place = b->data && at == b->data + b->len && len <= b->cap - b->len;
 
-	if (fg_buf_used(&x->body) + len > c->px->max_body) {
+	uint64_t total = fg_buf_used(b) + len;
+	/* counted in the budget: what the body holds, or the room reserved
+	 * for it when that is more (check_heads) */
+	uint64_t more = total > x->body_held ? total - x->body_held : 0;
+
+	if (total > c->px->max_body) {
 		x->reject_status = 413;
 		return -1;
 	}
-	if (c->px->buffered + len > c->px->max_buffered) {
+	if (c->px->buffered + more > c->px->max_buffered) {
 		x->reject_status = 503;
 		return -1;
 	}
-	if (fg_buf_append(&x->body, at, len)) {
+	if (in_place)
+		b->len += len;
+	else if (fg_buf_append(b, at, len)) {
 		x->reject_status = 500;
 		return -1;
 	}
+	x->body_left -= len < x->body_left ? len : x->body_left;
 	if (x->scan) /* checked as it comes: the work of a read is that read's bytes */
 		fg_request_scan_feed(x->scan, fg_buf_head(&x->body), fg_buf_used(&x->body));
-	x->body_held += len;
-	c->px->buffered += len;
+	x->body_held += more;
+	c->px->buffered += more;
 	return 0;
 }
 
@@ -1043,6 +1055,14 @@ static bool check_heads(struct fg_client *c)
 		over_budget(c, false);
 		return false;
 	}
+	/* a client with a key gets room for the length it declared, counted
+	 * in the budget now, so the body is received into it in a few reads
+	 * and never moved; one without (a public path) has its body grow with
+	 * what arrives */
+	if (keyed && declared && declared != ULLONG_MAX && !fg_buf_reserve(&x->body, declared)) {
+		x->body_held = declared;
+		px->buffered += declared;
+	}
 	if (x->want_continue)
 		fg_buf_append(&c->out, "HTTP/1.1 100 Continue\r\n\r\n", 25);
 	/* the bodies handle_request parses (metered, or any passthrough): read as
@@ -1100,9 +1120,12 @@ static bool fast_request(struct fg_client *c)
 	if (!head)
 		return false;
 	uint64_t body = clen == UINT64_MAX ? 0 : clen;
+	/* the request is all c->in holds (nothing pipelined after it): its
+	 * block becomes the body, which is then never copied */
+	bool adopt = body && n == head + body;
 	if (body > c->px->max_body || n - head < body ||
 	    c->px->buffered + body > c->px->max_buffered ||
-	    (body && fg_buf_reserve(&x->body, body))) {
+	    (body && !adopt && fg_buf_reserve(&x->body, body))) {
 		/* a 413, a body still on its way, no memory: http_parser's cases */
 		fg_hdrs_reset(&x->hdrs);
 		return false;
@@ -1117,16 +1140,47 @@ static bool fast_request(struct fg_client *c)
 	c->parser.http_major = 1;
 	c->parser.http_minor = 1;
 	c->keep_alive = true;
-	fg_buf_append(&x->body, p + head, body); /* room reserved above */
 	x->body_held = body;
 	c->px->buffered += body;
+	if (adopt) {
+		x->body = c->in;
+		x->body.off += head;
+		c->in = (struct fg_buf){ 0 };
+		return true;
+	}
+	fg_buf_append(&x->body, p + head, body); /* room reserved above */
 	fg_buf_consume(&c->in, head + body);
 	return true;
 }
 
+/* Body bytes read_input received into the body's tail, not yet parsed:
+ * they come before anything in c->in. */
+static size_t fresh_body(const struct fg_client *c)
+{
+	return c->x ? c->x->body_fresh : 0;
+}
+
+/* The parser over the next input: the fresh body bytes where they lie (it
+ * hands them to on_body, which commits them in place), else c->in. */
+static size_t parse_next(struct fg_client *c, size_t *used)
+{
+	struct fg_exchange *x = c->x;
+
+	if (x->body_fresh) {
+		*used = x->body_fresh;
+		x->body_fresh = 0;
+		return http_parser_execute(&c->parser, &fg_client_req_settings, x->body.data + x->body.len,
+					   *used);
+	}
+	*used = fg_buf_used(&c->in);
+	size_t n = http_parser_execute(&c->parser, &fg_client_req_settings, fg_buf_head(&c->in), *used);
+	fg_buf_consume(&c->in, n);
+	return n;
+}
+
 static void process_input(struct fg_client *c)
 {
-	while (c->state == CL_READING && fg_buf_used(&c->in)) {
+	while (c->state == CL_READING && (fg_buf_used(&c->in) || fresh_body(c))) {
 		if (!c->x && !(c->x = calloc(1, sizeof(*c->x)))) {
 			begin_closing(c); /* no memory for a request: it cannot be answered */
 			break;
@@ -1135,9 +1189,8 @@ static void process_input(struct fg_client *c)
 			handle_request(c);
 			continue;
 		}
-		size_t used = fg_buf_used(&c->in);
-		size_t n = http_parser_execute(&c->parser, &fg_client_req_settings, fg_buf_head(&c->in), used);
-		fg_buf_consume(&c->in, n);
+		size_t used;
+		size_t n = parse_next(c, &used);
 		if (c->x->heads_pending) {
 			http_parser_pause(&c->parser, 0);
 			if (!check_heads(c))
@@ -1161,7 +1214,40 @@ static void process_input(struct fg_client *c)
 	fg_client_timer_due(c); /* the header and body deadlines the parser set */
 }
 
-/* Returns -1 when the client is gone. Each recv lands in one buffer shared
+/* Where the next recv of a Content-Length body may land straight in the
+ * body (no copy through c->in): the room there, up to what the body still
+ * lacks; 0 when it goes through c->in (no such body, bytes of it still in
+ * c->in, or no memory). A keyed client's body has its declared room
+ * already (check_heads); any other grows at most by what it holds (or one
+ * chunk), after the parser has taken what the room holds, so its memory
+ * follows what arrived. */
+static size_t body_room(struct fg_client *c)
+{
+	struct fg_exchange *x = c->x;
+
+	if (c->state != CL_READING || !x || !x->headers_done || x->heads_pending || x->complete ||
+	    fg_buf_used(&c->in) || x->body_left <= x->body_fresh)
+		return 0;
+	uint64_t left = x->body_left - x->body_fresh;
+	struct fg_buf *b = &x->body;
+	size_t room = b->cap - b->len - x->body_fresh;
+
+	if (!room && !x->body_fresh) {
+		size_t grow = fg_buf_used(b) > READ_CHUNK ? fg_buf_used(b) : READ_CHUNK;
+		if (fg_buf_reserve(b, grow < left ? grow : (size_t)left))
+			return 0;
+		room = b->cap - b->len;
+	}
+	/* one wakeup's reads hand the parser at most FG_READ_AHEAD_MAX, as
+	 * through c->in: a large body does not stall the other connections */
+	size_t wakeup = FG_READ_AHEAD_MAX > x->body_fresh ? FG_READ_AHEAD_MAX - x->body_fresh : 0;
+	if (room > wakeup)
+		room = wakeup;
+	return room < left ? room : (size_t)left;
+}
+
+/* Returns -1 when the client is gone. A Content-Length body is received
+ * into its own buffer (body_room); anything else lands in one chunk shared
  * by all clients and only what arrived is copied into the client's own, so
  * a connection holds no read buffer it is not using. */
 static int read_input(struct fg_client *c)
@@ -1174,15 +1260,23 @@ static int read_input(struct fg_client *c)
 			return 0; /* enough read ahead; EPOLLRDHUP still reports a hangup */
 		if (c->state == CL_READING && fg_buf_used(&c->in) >= FG_READ_AHEAD_MAX)
 			return 0; /* the parser takes this first; epoll calls again */
-		ssize_t n = recv(c->fd, chunk, sizeof(chunk), MSG_DONTWAIT);
+		struct fg_exchange *x = c->x;
+		size_t room = body_room(c);
+		if (!room && fresh_body(c) && x->body_left > x->body_fresh)
+			return 0; /* room full, or a wakeup's worth read: parsed first */
+		char *into = room ? x->body.data + x->body.len + x->body_fresh : chunk;
+		size_t want = room ? room : sizeof(chunk);
+		ssize_t n = recv(c->fd, into, want, MSG_DONTWAIT);
 		if (n > 0) {
-			if (c->state == CL_CLOSING) /* lingering: discard */
+			if (room)
+				x->body_fresh += (size_t)n;
+			else if (c->state == CL_CLOSING) /* lingering: discard */
 				continue;
-			if (fg_buf_append(&c->in, chunk, (size_t)n)) {
+			else if (fg_buf_append(&c->in, chunk, (size_t)n)) {
 				fg_client_close(c);
 				return -1;
 			}
-			if ((size_t)n < sizeof(chunk))
+			if ((size_t)n < want)
 				return 0; /* drained; epoll says when there is more */
 			continue;
 		}
@@ -1208,7 +1302,7 @@ static void client_cb(struct fg_loop *loop, int fd, uint32_t events, void *ctx)
 			return;
 		/* a client that leaves mid-exchange is billed what it got
 		 * (fg_client_close settles); an idle one just goes */
-		if (c->read_eof && (c->state != CL_READING || !fg_buf_used(&c->in))) {
+		if (c->read_eof && (c->state != CL_READING || (!fg_buf_used(&c->in) && !fresh_body(c)))) {
 			fg_client_close(c);
 			return;
 		}

@@ -81,6 +81,11 @@ struct fg_exchange {
 	int reject_status;        /* set by parser callbacks: 413, 431... */
 	bool heads_pending;       /* headers in, body to come: checked before it is read */
 	uint64_t body_held;       /* bytes of body counted in px->buffered */
+	/* a Content-Length body: its bytes the parser has not seen yet, and of
+	 * those the ones read_input received straight into body's tail (past
+	 * body.len, committed when the parser passes them to on_body) */
+	uint64_t body_left;
+	size_t body_fresh;
 	bool want_continue;       /* Expect: 100-continue, answered once the key is known */
 	uint64_t started_ns, decided_ns;
 

@@ -94,6 +94,20 @@ expect_eq "auth: false passthrough: served without a key" "$code" 200
 line=$(grep '^POST /v1/audio/public ' "$PX_TMP/engine.log")
 expect_eq "auth: false passthrough: no client salt reaches the engine" \
 	"$(sed 's/^[^{]*//' <<<"$line" | jq -c .)" '{"x":1}'
+# a keyless body gets no room reserved for its declared length: its buffer
+# grows with what arrives (proxy_client.c, body_room), here 300,000 bytes
+# sent after the head in 20 writes; the engine gets every byte, in order
+{ printf '{"x":2,"pad":"'; head -c 299000 /dev/zero | tr '\0' 'p'; printf '"'; } >"$PX_TMP/pub.json"
+printf '%*s}' $((300000 - $(stat -c %s "$PX_TMP/pub.json") - 1)) '' >>"$PX_TMP/pub.json"
+out=$(ip netns exec "$PX_CNS" timeout 30 bash -c '
+	exec 3<>/dev/tcp/'"$PX_SRV"'/8000 || exit 1
+	printf "POST /v1/audio/public HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 300000\r\n\r\n" >&3
+	for i in $(seq 0 19); do dd if="$1" bs=15000 skip=$i count=1 status=none >&3; sleep 0.05; done
+	timeout 3 cat <&3' _ "$PX_TMP/pub.json")
+expect_eq "auth: false passthrough, 300,000 bytes in 20 writes: 200" "$(head -1 <<<"$out" | awk '{ print $2 }')" 200
+line=$(grep '^POST /v1/audio/public ' "$PX_TMP/engine.log" | tail -1)
+check "  the engine got the body whole and in order" \
+	cmp -s <(sed 's/^POST \/v1\/audio\/public //' <<<"$line" | jq -c .) <(jq -c . "$PX_TMP/pub.json")
 code=$(pc "$PX_URL/v1/audio/transcriptions" -H "$K" -H 'Content-Type: audio/wav' \
 	--data-binary 'RIFF....WAVEfmt ' -o /dev/null -w '%{http_code}')
 expect_eq "passthrough body that is not JSON: forwarded as it is" "$code" 200
