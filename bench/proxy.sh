@@ -347,17 +347,24 @@ echo "   (proxy CPU time per request: medians over $BROUNDS rounds of ${BSECS}s,
 # why a figure is what it is: how often each proxy slept per request (one
 # that finds no more work when it looks is woken per request, and a wakeup
 # costs a context switch), and the rate it went at
-printf '%-8s' body
-for p in "${BPATHS[@]}"; do printf ' %17s %14s' "$p sleeps/req" "$p req/s"; done
-echo
-for size in "${BSIZES[@]}"; do
-	printf '%-8s' "$((size / 1024))KiB"
-	for p in "${BPATHS[@]}"; do
-		printf ' %17.2f %14.0f' "$(median <"$TMP/bslp.$p.$size")" \
-			"$(awk '{ print $1 / $2 }' "$TMP/breq.$p.$size" | median)"
-	done
+# size_table HEAD_FN CELL_FN — a row per body size, HEAD_FN PATH's
+# column heads and CELL_FN PATH SIZE's cells for each path
+size_table() {
+	printf '%-8s' body
+	for p in "${BPATHS[@]}"; do "$1" "$p"; done
 	echo
-done
+	for size in "${BSIZES[@]}"; do
+		printf '%-8s' "$((size / 1024))KiB"
+		for p in "${BPATHS[@]}"; do "$2" "$p" "$size"; done
+		echo
+	done
+}
+sleeps_head() { printf ' %17s %14s' "$1 sleeps/req" "$1 req/s"; }
+sleeps_cell() {
+	printf ' %17.2f %14.0f' "$(median <"$TMP/bslp.$1.$2")" \
+		"$(awk '{ print $1 / $2 }' "$TMP/breq.$1.$2" | median)"
+}
+size_table sleeps_head sleeps_cell
 echo "   (medians over the same runs: voluntary context switches of the proxy process per request; wrk's req/s)"
 # and what each does per request in the kernel's view: system calls, and
 # of them the reads of the client's bytes, counted by perf over one more
@@ -376,18 +383,10 @@ body_syscalls() { # PATH SIZE -> "syscalls-per-request reads-per-request"
 		END { while ((getline l < st) > 0) { split(l, f, ","); if (f[3] == "raw_syscalls:sys_enter") all = f[1]; else if (f[3] ~ /sys_enter_(recvfrom|read|readv)$/) rd += f[1] }
 		      if (n && all) printf "%.1f %.1f\n", all / n, rd / n; else print "n/a n/a" }'
 }
+syscalls_head() { printf ' %19s %16s' "$1 syscalls/req" "$1 reads/req"; }
+syscalls_cell() { printf ' %19s %16s' $(body_syscalls "$1" "$2"); }
 if command -v perf >/dev/null && perf stat -e raw_syscalls:sys_enter true >/dev/null 2>&1; then
-	printf '%-8s' body
-	for p in "${BPATHS[@]}"; do printf ' %19s %16s' "$p syscalls/req" "$p reads/req"; done
-	echo
-	for size in "${BSIZES[@]}"; do
-		printf '%-8s' "$((size / 1024))KiB"
-		for p in "${BPATHS[@]}"; do
-			read -r sc rd <<<"$(body_syscalls "$p" "$size")"
-			printf ' %19s %16s' "$sc" "$rd"
-		done
-		echo
-	done
+	size_table syscalls_head syscalls_cell
 	echo "   (perf stat over one 1 s wrk run each: all system calls, and recv/read/readv, per request)"
 else
 	echo "   (no perf with syscall tracepoints here: system calls per request not counted)"
