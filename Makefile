@@ -7,6 +7,9 @@
 #   make demo     install missing deps, build, run the demo on fairgate-sim
 #   make bench    install missing deps, build, run the benchmarks (ratios)
 #   make deps     install the Debian packages the build and tests need
+#   make SAN=tsan BUILD=build/tsan all tests
+#                 the ThreadSanitizer flavour (no ASan), for agent.workers > 1:
+#                 FG_E2E_WORKERS=2 selftests/run.sh build/tsan (docs/design.md, "Workers")
 #
 # Each folder adds its sources in its own build.mk (see mk/README); this file
 # owns only the rules.
@@ -25,6 +28,12 @@ LDLIBS  := -lbpf -lelf -lz -lyaml -ljansson -lyajl -lcrypto -lhttp_parser -lpthr
 ifeq ($(SAN),1)
 CFLAGS  += -O1 -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined -DFG_SANITIZED=1
 LDFLAGS += -fsanitize=address,undefined
+else ifeq ($(SAN),tsan)
+# -Wno-tsan: TSan does not model fences; the maps' seqlocks order their
+# writes with fences for readers in the kernel and other processes, which
+# it cannot see anyway
+CFLAGS  += -O1 -fno-omit-frame-pointer -fsanitize=thread -Wno-tsan -DFG_SANITIZED=1
+LDFLAGS += -fsanitize=thread
 else
 CFLAGS  += -O2
 endif
