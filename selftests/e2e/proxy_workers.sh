@@ -5,8 +5,13 @@
 # them); a tenant's quota across the two is exact: of 24 requests sent at
 # once on 24 connections, exactly as many are admitted as the bucket holds
 # at their price (the rest answered 429), and it is billed exactly that;
-# the other tenant on the same workers is untouched; the agent exits
-# cleanly (both threads joined, nothing leaked).
+# the other tenant on the same workers is untouched. Then the body check
+# in parallel: 16 clients stream large bodies (20,000 token ids, ~120 KB)
+# slowly and at once, so both workers read and check bodies (without the
+# shared lock) during the same second; every answer is right (exactly as
+# many 200s as gamma's bucket holds, the rest 429) and gamma is billed
+# exactly that. The agent exits cleanly (both threads joined, nothing
+# leaked; under the ThreadSanitizer build, no race reported).
 source "$(dirname "$0")/proxy_env.inc"
 
 unset FG_E2E_WORKERS # this test names its own
@@ -14,6 +19,11 @@ px_netns workers 61
 # beta: 0.5 units/s over a 2000 s burst = a 1000-unit bucket, which refills
 # by less than a unit a second: whatever the burst's timing, the bucket
 # admits floor(1000 / price) of them
+# gamma: a bucket of 5.5 prices of a 20,000-token request (set below,
+# once the price is known)
+PX_RATE_B=0.5 PX_BURST_S=2000 px_policy "  workers: 2"
+big_price=$(px_price 20000 10)
+PX_RATE_C=$(awk -v p="$big_price" 'BEGIN { printf "%.6f", 5.5 * p / 2000 }')
 PX_RATE_B=0.5 PX_BURST_S=2000 px_policy "  workers: 2"
 px_start_sim --speedup 0 --output-len fixed
 px_start_agent
@@ -61,6 +71,43 @@ expect_eq "beta: the refusals counted" "$(tenant_field beta rejected)" $((n - wa
 level=$(tenant_field beta bucket_units)
 check "beta's bucket is what is left (1000 - $want x $price + refill = $level)" \
 	awk -v l="$level" -v p="$price" -v n="$want" 'BEGIN { r = 1000 - n * p; exit !(l >= r - 0.01 && l < p) }'
+# two workers checking bodies at once: 16 connections, each a distinct
+# 20,000-token prompt (its first id differs: no prefix shared) sent at
+# 100 KB/s, so every body arrives over about a second, read by read
+n=16 big_want=5
+w0=$(worker 0) w1=$(worker 1)
+for i in $(seq 1 $n); do
+	printf '{"prompt":[%s,%s],"max_tokens":10}' $((50000 + i)) "$(seq -s, 1 19999)" >"$PX_TMP/big$i"
+done
+pids=()
+for i in $(seq 1 $n); do
+	pc --limit-rate 100k "$PX_URL/v1/completions" -H "Authorization: Bearer $PX_KEY_C" \
+		-H 'Content-Type: application/json' --data-binary "@$PX_TMP/big$i" \
+		-o "$PX_TMP/bigout$i" -w '%{http_code}\n' >"$PX_TMP/bigcode$i" &
+	pids+=($!)
+done
+failed=0
+for p in "${pids[@]}"; do wait "$p" || failed=$((failed + 1)); done
+expect_eq "every large-body client got an answer" "$failed" 0
+ok=$(cat "$PX_TMP"/bigcode* | grep -c '^200$')
+expect_eq "large bodies checked in parallel: exactly as many admitted as gamma's bucket holds" "$ok" $big_want
+expect_eq "large bodies: the rest refused 429" "$(cat "$PX_TMP"/bigcode* | grep -c '^429$')" $((n - big_want))
+answered=0
+for i in $(seq 1 $n); do
+	if grep -q '^200$' "$PX_TMP/bigcode$i"; then
+		jq -e '.usage.prompt_tokens == 20000' "$PX_TMP/bigout$i" >/dev/null && answered=$((answered + 1))
+	elif jq -e '.error.code' "$PX_TMP/bigout$i" >/dev/null; then
+		answered=$((answered + 1))
+	fi
+done
+expect_eq "each answer is its own: the engine saw all 20,000 prompt tokens, or an OpenAI error" "$answered" $n
+w0=$(($(worker 0) - w0)) w1=$(($(worker 1) - w1))
+check "both workers took large bodies ($w0 + $w1)" test "$w0" -gt 0 -a "$w1" -gt 0
+billed=$(tenant_field gamma units_billed)
+check "gamma billed exactly $big_want x $big_price units ($billed)" \
+	awk -v b="$billed" -v p="$big_price" -v n="$big_want" 'BEGIN { d = b - n * p; exit !(d > -0.01 && d < 0.01) }'
+expect_eq "gamma: the refusals counted" "$(tenant_field gamma rejected)" $((n - big_want))
+
 code=$(pc "$PX_URL/v1/completions" -H "Authorization: Bearer $PX_KEY_A" -H 'Content-Type: application/json' \
 	--data-binary "@$PX_TMP/body1" -o /dev/null -w '%{http_code}')
 expect_eq "alpha on the same workers is served" "$code" 200
