@@ -30,6 +30,22 @@ px_start_agent
 
 check "the agent runs two workers" grep -q '2 workers, one SO_REUSEPORT listener each' "$PX_TMP/agent.log"
 worker() { metric "fairgate_worker_connections_total{worker=\"$1\"}"; }
+# burst NAME KEY [CURL_ARGS...] — the n requests $PX_TMP/NAME1..n at once,
+# each on its own connection (answers in NAME.outI, statuses in NAME.codeI);
+# one TAP line: every client got an answer
+burst() {
+	local name=$1 key=$2 i p failed=0 pids=()
+	shift 2
+	for i in $(seq 1 $n); do
+		pc "$@" "$PX_URL/v1/completions" -H "Authorization: Bearer $key" \
+			-H 'Content-Type: application/json' --data-binary "@$PX_TMP/$name$i" \
+			-o "$PX_TMP/$name.out$i" -w '%{http_code}\n' >"$PX_TMP/$name.code$i" &
+		pids+=($!)
+	done
+	for p in "${pids[@]}"; do wait "$p" || failed=$((failed + 1)); done
+	expect_eq "$name: every client got an answer" "$failed" 0
+}
+codes() { cat "$PX_TMP/$1".code* | grep -c "^$2\$"; } # NAME STATUS: how many answered it
 # the start's port probe was a connection too
 b0=$(worker 0) b1=$(worker 1)
 
@@ -45,19 +61,9 @@ for i in $(seq 1 $n); do
 	first=$((i * 1000))
 	printf '{"prompt":[%s],"max_tokens":10}' "$(seq -s, $first $((first + 99)))" >"$PX_TMP/body$i"
 done
-pids=()
-for i in $(seq 1 $n); do
-	pc "$PX_URL/v1/completions" -H "Authorization: Bearer $PX_KEY_B" -H 'Content-Type: application/json' \
-		--data-binary "@$PX_TMP/body$i" -o /dev/null -w '%{http_code}\n' >"$PX_TMP/code$i" &
-	pids+=($!)
-done
-failed=0
-for p in "${pids[@]}"; do wait "$p" || failed=$((failed + 1)); done
-expect_eq "every client got an answer" "$failed" 0
-ok=$(cat "$PX_TMP"/code* | grep -c '^200$')
-refused=$(cat "$PX_TMP"/code* | grep -c '^429$')
-expect_eq "exactly as many admitted as the bucket holds across both workers" "$ok" "$want"
-expect_eq "the rest refused 429" "$refused" $((n - want))
+burst body "$PX_KEY_B"
+expect_eq "exactly as many admitted as the bucket holds across both workers" "$(codes body 200)" "$want"
+expect_eq "the rest refused 429" "$(codes body 429)" $((n - want))
 
 w0=$(($(worker 0) - b0)) w1=$(($(worker 1) - b1))
 expect_eq "the two workers accepted all $n connections together ($w0 + $w1)" $((w0 + w1)) $n
@@ -79,24 +85,15 @@ w0=$(worker 0) w1=$(worker 1)
 for i in $(seq 1 $n); do
 	printf '{"prompt":[%s,%s],"max_tokens":10}' $((50000 + i)) "$(seq -s, 1 19999)" >"$PX_TMP/big$i"
 done
-pids=()
-for i in $(seq 1 $n); do
-	pc --limit-rate 100k "$PX_URL/v1/completions" -H "Authorization: Bearer $PX_KEY_C" \
-		-H 'Content-Type: application/json' --data-binary "@$PX_TMP/big$i" \
-		-o "$PX_TMP/bigout$i" -w '%{http_code}\n' >"$PX_TMP/bigcode$i" &
-	pids+=($!)
-done
-failed=0
-for p in "${pids[@]}"; do wait "$p" || failed=$((failed + 1)); done
-expect_eq "every large-body client got an answer" "$failed" 0
-ok=$(cat "$PX_TMP"/bigcode* | grep -c '^200$')
-expect_eq "large bodies checked in parallel: exactly as many admitted as gamma's bucket holds" "$ok" $big_want
-expect_eq "large bodies: the rest refused 429" "$(cat "$PX_TMP"/bigcode* | grep -c '^429$')" $((n - big_want))
+burst big "$PX_KEY_C" --limit-rate 100k
+expect_eq "large bodies checked in parallel: exactly as many admitted as gamma's bucket holds" \
+	"$(codes big 200)" $big_want
+expect_eq "large bodies: the rest refused 429" "$(codes big 429)" $((n - big_want))
 answered=0
 for i in $(seq 1 $n); do
-	if grep -q '^200$' "$PX_TMP/bigcode$i"; then
-		jq -e '.usage.prompt_tokens == 20000' "$PX_TMP/bigout$i" >/dev/null && answered=$((answered + 1))
-	elif jq -e '.error.code' "$PX_TMP/bigout$i" >/dev/null; then
+	if grep -q '^200$' "$PX_TMP/big.code$i"; then
+		jq -e '.usage.prompt_tokens == 20000' "$PX_TMP/big.out$i" >/dev/null && answered=$((answered + 1))
+	elif jq -e '.error.code' "$PX_TMP/big.out$i" >/dev/null; then
 		answered=$((answered + 1))
 	fi
 done
