@@ -277,20 +277,7 @@ done
 BROUNDS=${FG_BENCH_BODY_ROUNDS:-3} BSECS=${FG_BENCH_BODY_SECONDS:-$SECS}
 BSIZES=(1024 16384 131072 1048576)
 for size in "${BSIZES[@]}"; do
-	# a chat request of exactly `size` bytes: one user message of filler text
-	bhead='{"model":"llama-3.3-70b","messages":[{"role":"user","content":"'
-	btail='"}],"max_tokens":16}'
-	fill=$((size - ${#bhead} - ${#btail}))
-	{ printf %s "$bhead"; yes 'the quick brown fox jumps over the lazy dog' | tr '\n' ' ' |
-		head -c "$fill"; printf %s "$btail"; } >"$TMP/body.$size"
-	cat >"$TMP/body.$size.lua" <<EOF
-local f = io.open("$TMP/body.$size", "rb")
-wrk.method = "POST"
-wrk.body = f:read("*a")
-f:close()
-wrk.headers["Content-Type"] = "application/json"
-wrk.headers["Authorization"] = "Bearer $KEY_BODY"
-EOF
+	chat_body_files "$TMP/body.$size" "$size" "$KEY_BODY"
 done
 # times the process went to sleep (voluntary context switches, all threads):
 # a proxy that finds no work when it looks sleeps and is woken per request

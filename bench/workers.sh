@@ -1,17 +1,23 @@
 #!/usr/bin/env bash
 # workers.sh BUILD_DIR — requests/s through fairgated with agent.workers 1
-# and 2, side by side in one run: two agents (--no-bpf) in front of one
-# fairgate-sim (--speedup 0), the same chat request from wrk (2 threads, 64
-# connections, closed loop), rounds interleaved (the order alternates),
-# medians of req/s and of each agent's CPU use (its process's user + sys
-# time over the run's wall time: above 1.0 = more than one core), and the
-# median and range of each round's 2-worker/1-worker req/s ratio.
+# and 2, side by side in one run, in two cases:
+#  1. engine-bound: two agents (--no-bpf) in front of one fairgate-sim
+#     (--speedup 0), the same small chat request from wrk (2 threads, 64
+#     connections, closed loop);
+#  2. proxy-bound: two more agents in front of a do-nothing upstream (an
+#     nginx answering one fixed completion, bench/netpair.inc's sink), chat
+#     requests of FG_BENCH_WORKERS_BODY bytes (256 KiB), so the agent's own
+#     CPU (reading, the body's check, forwarding) is what a request costs.
+# Each case: rounds interleaved (the order alternates), medians and ranges
+# of req/s and of each agent's CPU use (its process's user + sys time over
+# the run's wall time: above 1.0 = more than one core), and the median and
+# range of each round's 2-worker/1-worker req/s ratio.
 # FG_BENCH_WORKERS_ROUNDS (3), FG_BENCH_SECONDS (3).
 #
 # What it can show on this 2-core machine: whether a second worker runs at
-# all (CPU above one core) and what the shared lock costs; not scaling: the
-# simulator and wrk need the same two cores, and with one lock around every
-# callback (docs/design.md, "Workers") the workers take turns.
+# all (CPU above one core) and what the shared lock still serialises (the
+# gateway's calls, the engine side, the relay: docs/design.md, "Workers");
+# not scaling: wrk and the upstream need the same two cores.
 # Everything runs in namespaces it creates (fgt-wkb-*) and is removed on exit.
 set -u
 BUILD=$(cd "${1:-build}" && pwd)
@@ -43,6 +49,32 @@ EOF
 }
 policy 1 8000 9464 >"$TMP/w1.yaml"
 policy 2 8002 9465 >"$TMP/w2.yaml"
+# the proxy-bound case: a tier and a KV pool that hold a 256 KiB prompt, the
+# engine window opened all the way (the do-nothing upstream publishes no
+# metrics: bench/proxy.sh says why that matters), upstream the sink
+policy_body() { # WORKERS PORT METRICS_PORT
+	cat <<EOF
+replica: {kv_pool_tokens: 8000000}
+tiers:
+  wide: {burst_s: 60, default_max_tokens: 16, max_context: 4000000, kv_cap_tokens: 8000000}
+tenants:
+  - name: bench
+    tier: wide
+    units_per_s: 1000000000000
+    keys: ["sha256:$(printf %s $KEY | sha256sum | cut -d' ' -f1)"]
+agent:
+  listen: 0.0.0.0:$2
+  engine: 127.0.0.1:8003
+  metrics_listen: 127.0.0.1:$3
+  salt_secret_file: $TMP/salt.key
+  engine_queue_steps: 1000
+  workers: $1
+EOF
+}
+policy_body 1 8010 9466 >"$TMP/b1.yaml"
+policy_body 2 8012 9467 >"$TMP/b2.yaml"
+mkdir -p "$TMP/sink/logs"
+nginx_sink_conf "$TMP/sink" 8003 >"$TMP/sink/nginx.conf"
 
 netpair_start "$TMP/sim.log" ip netns exec "$SNS" "$BUILD/fairgate-sim" --policy "$TMP/w1.yaml" \
 	--listen 127.0.0.1:8001 --speedup 0
@@ -52,9 +84,17 @@ declare -A AGENT=([w1]=${PIDS[-1]})
 netpair_start "$TMP/w2.log" ip netns exec "$SNS" "$BUILD/fairgated" --policy "$TMP/w2.yaml" \
 	--ctl "$TMP/ctl2.sock" --no-bpf
 AGENT[w2]=${PIDS[-1]}
-declare -A PORT=([w1]=8000 [w2]=8002)
-netpair_wait_port 8001; netpair_wait_port 8000; netpair_wait_port 8002
-grep -q '2 workers' "$TMP/w2.log" || { echo "workers bench: the 2-worker agent did not start 2 workers"; exit 1; }
+netpair_start "$TMP/sink.log" ip netns exec "$SNS" nginx -p "$TMP/sink" -c "$TMP/sink/nginx.conf"
+for w in b1 b2; do
+	netpair_start "$TMP/$w.log" ip netns exec "$SNS" "$BUILD/fairgated" --policy "$TMP/$w.yaml" \
+		--ctl "$TMP/ctl-$w.sock" --no-bpf
+	AGENT[$w]=${PIDS[-1]}
+done
+declare -A PORT=([w1]=8000 [w2]=8002 [b1]=8010 [b2]=8012)
+for p in 8001 8000 8002 8003 8010 8012; do netpair_wait_port $p; done
+for w in w2 b2; do
+	grep -q '2 workers' "$TMP/$w.log" || { echo "workers bench: agent $w did not start 2 workers"; exit 1; }
+done
 
 BODY='{"model":"llama-3.3-70b","messages":[{"role":"user","content":"What is the capital of France? Answer in one short sentence."}],"max_tokens":16}'
 cat >"$TMP/post.lua" <<EOF
@@ -63,12 +103,14 @@ wrk.body = '$BODY'
 wrk.headers["Content-Type"] = "application/json"
 wrk.headers["Authorization"] = "Bearer $KEY"
 EOF
+SIZE=${FG_BENCH_WORKERS_BODY:-262144}
+chat_body_files "$TMP/body" "$SIZE" "$KEY"
 cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
-run() { # w1|w2 SECS -> "req/s cores non2xx"
+run() { # AGENT SECS LUA -> "req/s cores non2xx"
 	local t0 t1 out hz
 	hz=$(getconf CLK_TCK)
 	t0=$(cpu_ticks "${AGENT[$1]}")
-	out=$(ip netns exec "$CNS" wrk -t2 -c64 -d"${2}s" -s "$TMP/post.lua" \
+	out=$(ip netns exec "$CNS" wrk -t2 -c64 -d"${2}s" -s "$3" \
 		"http://$SRV:${PORT[$1]}/v1/chat/completions")
 	t1=$(cpu_ticks "${AGENT[$1]}")
 	echo "$out" >>"$TMP/wrk.out"
@@ -78,22 +120,32 @@ run() { # w1|w2 SECS -> "req/s cores non2xx"
 }
 median() { sort -g | awk '{ a[NR] = $1 } END { print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2 }'; }
 
-echo "== workers: req/s through fairgated with agent.workers 1 and 2 (wrk -t2 -c64, $ROUNDS interleaved rounds of ${SECS}s) =="
-run w1 1 >/dev/null; run w2 1 >/dev/null # warm: pools, caches
-for r in $(seq "$ROUNDS"); do
-	order="w1 w2"; [ $((r % 2)) -eq 0 ] && order="w2 w1"
-	for w in $order; do
-		read -r rps cores bad <<<"$(run "$w" "$SECS")"
-		[ "${bad:-0}" -eq 0 ] || echo "   warning: $w round $r: $bad non-2xx answers"
-		echo "$rps" >>"$TMP/rps.$w"; echo "$cores" >>"$TMP/cores.$w"; echo "$r $rps" >>"$TMP/round.$w"
-		echo "   round $r: workers=${w#w} $rps req/s, agent CPU $cores cores"
+range() { sort -g | awk -v f="$1" 'NR == 1 { lo = $1 } { hi = $1 } END { printf f "-" f, lo, hi }'; }
+# compare ONE TWO LUA TITLE: the 1-worker agent ONE and the 2-worker agent
+# TWO under the same load, rounds interleaved
+compare() {
+	local one=$1 two=$2 lua=$3 r order w rps cores bad ratios
+	echo "== workers, $4: req/s through fairgated with agent.workers 1 and 2 (wrk -t2 -c64, $ROUNDS interleaved rounds of ${SECS}s) =="
+	run "$one" 1 "$lua" >/dev/null; run "$two" 1 "$lua" >/dev/null # warm: pools, caches
+	for r in $(seq "$ROUNDS"); do
+		order="$one $two"; [ $((r % 2)) -eq 0 ] && order="$two $one"
+		for w in $order; do
+			read -r rps cores bad <<<"$(run "$w" "$SECS" "$lua")"
+			[ "${bad:-0}" -eq 0 ] || echo "   warning: $w round $r: $bad non-2xx answers"
+			echo "$rps" >>"$TMP/rps.$w"; echo "$cores" >>"$TMP/cores.$w"; echo "$r $rps" >>"$TMP/round.$w"
+			echo "   round $r: workers=${w#?} $rps req/s, agent CPU $cores cores"
+		done
 	done
-done
-RATIOS=$(awk 'NR == FNR { a[$1] = $2; next } $1 in a && a[$1] > 0 { printf "%.3f\n", $2 / a[$1] }' \
-	"$TMP/round.w1" "$TMP/round.w2" | sort -g)
-printf '%-8s %10s %14s\n' workers "req/s" "agent cores"
-for w in w1 w2; do
-	printf '%-8s %10.0f %14.2f\n' "${w#w}" "$(median <"$TMP/rps.$w")" "$(median <"$TMP/cores.$w")"
-done
-awk -v m="$(median <<<"$RATIOS")" -v lo="$(head -1 <<<"$RATIOS")" -v hi="$(tail -1 <<<"$RATIOS")" 'BEGIN {
-	printf "2 workers vs 1: %.2fx the req/s (median of per-round ratios; range %.2f-%.2f)\n", m, lo, hi }'
+	ratios=$(awk 'NR == FNR { a[$1] = $2; next } $1 in a && a[$1] > 0 { printf "%.3f\n", $2 / a[$1] }' \
+		"$TMP/round.$one" "$TMP/round.$two" | sort -g)
+	printf '%-8s %10s %14s %14s %12s\n' workers "req/s" "(range)" "agent cores" "(range)"
+	for w in "$one" "$two"; do
+		printf '%-8s %10.0f %14s %14.2f %12s\n' "${w#?}" "$(median <"$TMP/rps.$w")" \
+			"$(range %.0f <"$TMP/rps.$w")" "$(median <"$TMP/cores.$w")" "$(range %.2f <"$TMP/cores.$w")"
+	done
+	awk -v m="$(median <<<"$ratios")" -v lo="$(head -1 <<<"$ratios")" -v hi="$(tail -1 <<<"$ratios")" 'BEGIN {
+		printf "2 workers vs 1: %.2fx the req/s (median of per-round ratios; range %.2f-%.2f)\n", m, lo, hi }'
+}
+compare w1 w2 "$TMP/post.lua" "engine-bound (fairgate-sim, a small chat request)"
+echo
+compare b1 b2 "$TMP/body.lua" "proxy-bound (do-nothing upstream, $SIZE-byte chat bodies)"
