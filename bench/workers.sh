@@ -15,9 +15,9 @@
 # FG_BENCH_WORKERS_ROUNDS (3), FG_BENCH_SECONDS (3).
 #
 # What it can show on this 2-core machine: whether a second worker runs at
-# all (CPU above one core) and what the shared lock still serialises (the
-# gateway's calls, the engine side, the relay: docs/design.md, "Workers");
-# not scaling: wrk and the upstream need the same two cores.
+# all (CPU above one core) and what the shared lock serialises (every
+# callback, I/O included: docs/design.md, "Workers"); not scaling: wrk and
+# the upstream need the same two cores.
 # Everything runs in namespaces it creates (fgt-wkb-*) and is removed on exit.
 set -u
 BUILD=$(cd "${1:-build}" && pwd)

@@ -7,8 +7,8 @@
 # at their price (the rest answered 429), and it is billed exactly that;
 # the other tenant on the same workers is untouched. Then the body check
 # in parallel: 16 clients stream large bodies (20,000 token ids, ~120 KB)
-# slowly and at once, so both workers read and check bodies (without the
-# shared lock) during the same second; every answer is right (exactly as
+# slowly and at once, so both workers read and check bodies during the
+# same second (taking turns under the shared lock); every answer is right (exactly as
 # many 200s as gamma's bucket holds, the rest 429) and gamma is billed
 # exactly that. The agent exits cleanly (both threads joined, nothing
 # leaked; under the ThreadSanitizer build, no race reported).
