@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "gateway.h"
+#include "lib/huge_pages.h"
 
 #define NS_PER_S 1e9
 
@@ -58,7 +59,7 @@ static int tenant_state_alloc(struct fg_gw_tenant_state *s, const struct fg_poli
 			      uint64_t window_ns, uint64_t now_ns)
 {
 	memset(s, 0, sizeof(*s));
-	s->t = calloc(fg_tenant_slots(p->n_tenants), sizeof(*s->t));
+	s->t = fg_calloc_huge(fg_tenant_slots(p->n_tenants), sizeof(*s->t));
 	int bad = !s->t;
 	bad |= fg_fq_init(&s->fq, p->n_tenants) < 0;
 	bad |= fg_kv_init(&s->kv, p->replica.kv_pool_tokens, p->agent.kv_headroom, p->n_tenants) < 0;
