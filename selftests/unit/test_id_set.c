@@ -10,6 +10,7 @@
 #include <cmocka.h>
 
 #include "lib/id_set.h"
+#include "selftests/unit/xorshift.h"
 
 #define IDS 500
 
@@ -49,10 +50,7 @@ static void add_once_in_order(void **state)
 static uint64_t rng = 0x9e3779b97f4a7c15ull;
 static uint32_t draw(uint32_t n)
 {
-	rng ^= rng << 13;
-	rng ^= rng >> 7;
-	rng ^= rng << 17;
-	return (uint32_t)(rng % n);
+	return (uint32_t)(fg_xorshift64(&rng) % n);
 }
 
 struct odd_ctx {
