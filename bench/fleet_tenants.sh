@@ -30,12 +30,8 @@ mkdir -p "$TMP/redis"
 PIDS+=($!)
 
 policy() { # N
-	cat <<EOF
-tiers:
-  standard: {burst_s: 60, default_max_tokens: 16}
-tenants:
-EOF
-	head -c $((32 * $1)) /dev/urandom | od -An -v -tx1 | tr -d ' \n' | fold -w 64 |
+	tenants_head
+	random_hashes "$1" |
 		awk '{ printf "  - {name: t%05d, tier: standard, units_per_s: 100, keys: [\"sha256:%s\"]}\n", NR - 1, $0 }'
 	cat <<EOF
 agent:

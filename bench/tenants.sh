@@ -57,14 +57,8 @@ KEYS=(sk-tnb-0 sk-tnb-1 sk-tnb-2)
 HASHES=()
 for k in "${KEYS[@]}"; do HASHES+=("$(printf %s "$k" | sha256sum | cut -d' ' -f1)"); done
 policy() {
-	cat <<EOF
-tiers:
-  standard: {burst_s: 60, default_max_tokens: 16}
-tenants:
-EOF
-	# the idle tenants' key hashes: random, so spread like SHA-256 output
-	# (the agent's key index takes a hash's first bytes as they are)
-	head -c $((32 * $1)) /dev/urandom | od -An -v -tx1 | tr -d ' \n' | fold -w 64 |
+	tenants_head
+	random_hashes "$1" | # the idle tenants' key hashes
 		awk -v n="$1" -v h0="${HASHES[0]}" -v h1="${HASHES[1]}" -v h2="${HASHES[2]}" '
 		BEGIN { a[0] = h0; a[int(n / 2)] = h1; a[n - 1] = h2 }
 		{
@@ -204,7 +198,7 @@ for k in "${!EVENTS[@]}"; do
 			"$base" "$(ratio "$TMP/ev$k.$n")"
 	done
 done
-echo "   (proxy CPU time and instructions (perf stat on the agent's pid, all threads; n/a without perf)" \
+echo "   (proxy CPU time and instructions (perf stat on the agent's pid, all threads; n/a without perf or its hardware counters)" \
 	"per request: median and range over $ROUNDS rounds; req/s and sleeps (voluntary context switches) per" \
 	"request: medians; ratios: median and range of each round's figure over that round's $base-tenant one)"
 # FG_BENCH_TENANT_RECORD=DIR: after the rounds, one more run of each agent
