@@ -3,7 +3,8 @@
 # the proxy's (bench/proxy.sh: fairgated vs the simulator vs nginx, decision
 # cost, 429s/s), the datapath's (bench/gate.sh: gate ns/packet, SYN-flood
 # drop rate), then any other bench/*.sh (idle_memory.sh: memory and idle CPU
-# per connection; tenants.sh: CPU per request by tenant count; fleet.sh,
+# per connection; tenants.sh: CPU per request by tenant count;
+# fleet_tenants.sh: agent.fleet's tick on an idle node by tenant count; fleet.sh,
 # tokenize.sh), and finally the flood comparison
 # of the two: SYNs/s the gate drops vs 429s/s the agent can answer.
 set -u

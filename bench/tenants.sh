@@ -57,14 +57,8 @@ KEYS=(sk-tnb-0 sk-tnb-1 sk-tnb-2)
 HASHES=()
 for k in "${KEYS[@]}"; do HASHES+=("$(printf %s "$k" | sha256sum | cut -d' ' -f1)"); done
 policy() {
-	cat <<EOF
-tiers:
-  standard: {burst_s: 60, default_max_tokens: 16}
-tenants:
-EOF
-	# the idle tenants' key hashes: random, so spread like SHA-256 output
-	# (the agent's key index takes a hash's first bytes as they are)
-	head -c $((32 * $1)) /dev/urandom | od -An -v -tx1 | tr -d ' \n' | fold -w 64 |
+	tenants_head
+	random_hashes "$1" | # the idle tenants' key hashes
 		awk -v n="$1" -v h0="${HASHES[0]}" -v h1="${HASHES[1]}" -v h2="${HASHES[2]}" '
 		BEGIN { a[0] = h0; a[int(n / 2)] = h1; a[n - 1] = h2 }
 		{
@@ -106,17 +100,49 @@ request = function()
 end
 EOF
 cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
+# perf stat on the agent's pid (all its threads) over each measured run:
+# instructions per request do not depend on what else the shared machine
+# runs, as CPU time does. FG_BENCH_TENANT_EVENTS adds events (e.g.
+# cycles,dTLB-load-misses,cache-misses), each printed per request as well.
+PERF_EVENTS=instructions${FG_BENCH_TENANT_EVENTS:+,$FG_BENCH_TENANT_EVENTS}
+IFS=, read -ra EVENTS <<<"$PERF_EVENTS"
+HAVE_PERF=0
+if command -v perf >/dev/null && perf stat -e "$PERF_EVENTS" -x, -o /dev/null true 2>/dev/null; then
+	HAVE_PERF=1
+fi
+perf_start() { # PID OUT
+	perf stat -e "$PERF_EVENTS" -x, -o "$2" -p "$1" 2>/dev/null &
+	PERF_PID=$!
+	# perf writes nothing until it stops: give it time to attach to every thread
+	sleep 0.3
+}
+perf_stop() { # OUT -> the events' counts, in EVENTS' order ("n/a" when not counted)
+	kill -INT "$PERF_PID" 2>/dev/null
+	wait "$PERF_PID" 2>/dev/null
+	local e
+	for e in "${EVENTS[@]}"; do
+		awk -F, -v e="$e" '$3 == e || $3 ~ "^" e ":" { v = $1 } END { print (v ~ /^[0-9]+$/) ? v : "n/a" }' "$1"
+	done | paste -sd' '
+}
 # times the agent went to sleep (voluntary context switches, all threads): an
 # agent woken per request pays a context switch each time
 sleeps() { cat /proc/"$1"/task/*/status 2>/dev/null | awk '/^voluntary_ctxt_switches:/ { s += $2 } END { print s + 0 }'; }
-run() { # COUNT SECS -> "cpu-us-per-request requests non2xx sleeps-per-request"
-	local t0 t1 s0 s1 out
+run() { # COUNT SECS -> "cpu-us-per-request requests non2xx sleeps-per-request event-per-request..."
+	local t0 t1 s0 s1 out counts
+	[ "$HAVE_PERF" = 1 ] && perf_start "${PID[$1]}" "$TMP/perf.out"
 	t0=$(cpu_ticks "${PID[$1]}") s0=$(sleeps "${PID[$1]}")
 	out=$(ip netns exec "$CNS" wrk -t1 -c32 -d"${2}s" -s "$TMP/post.lua" "http://$SRV:${PORT[$1]}/v1/chat/completions")
 	t1=$(cpu_ticks "${PID[$1]}") s1=$(sleeps "${PID[$1]}")
-	echo "$out" | awk -v d=$((t1 - t0)) -v s=$((s1 - s0)) -v hz="$(getconf CLK_TCK)" '
+	counts=$(printf 'n/a %.0s' "${EVENTS[@]}")
+	[ "$HAVE_PERF" = 1 ] && counts=$(perf_stop "$TMP/perf.out")
+	echo "$out" | awk -v d=$((t1 - t0)) -v s=$((s1 - s0)) -v hz="$(getconf CLK_TCK)" -v c="$counts" '
 		/requests in/ { n = $1 } /Non-2xx/ { bad = $NF }
-		END { printf "%.1f %d %d %.2f\n", n ? d / hz * 1e6 / n : 0, n, bad, n ? s / n : 0 }'
+		END {
+			printf "%.1f %d %d %.2f", n ? d / hz * 1e6 / n : 0, n, bad, n ? s / n : 0
+			k = split(c, v, " ")
+			for (i = 1; i <= k; i++) printf (v[i] == "n/a" || !n) ? " n/a" : " %.1f", v[i] / n
+			printf "\n"
+		}'
 }
 
 echo "== CPU per request by tenant count: the same fairgated, the same load over 3 active tenants =="
@@ -127,8 +153,10 @@ bad_rounds=0
 for r in $(seq "$ROUNDS"); do
 	for i in "${!COUNTS[@]}"; do
 		n=${COUNTS[$(((i + r) % ${#COUNTS[@]}))]}
-		read -r cpu reqs bad slp <<<"$(run "$n" "$SECS")"
+		read -r cpu reqs bad slp evs <<<"$(run "$n" "$SECS")"
 		echo "$r $cpu" >>"$TMP/cpu.$n"
+		read -ra ev <<<"$evs"
+		for k in "${!EVENTS[@]}"; do echo "$r ${ev[$k]}" >>"$TMP/ev$k.$n"; done
 		echo "$slp" >>"$TMP/sleeps.$n"
 		echo "$reqs" >>"$TMP/reqs.$n"
 		if [ "$bad" != 0 ] || [ "$reqs" = 0 ]; then
@@ -140,18 +168,52 @@ done
 median() { sort -g | awk '{ a[NR] = $1 } END { print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2 }'; }
 range() { sort -g | awk '{ a[NR] = $1 } END { printf "%.2f-%.2f", a[1], a[NR] }'; }
 base=${COUNTS[0]}
-printf '%-8s %14s %16s %12s %11s %24s\n' tenants "us/req median" "(range)" "req/s" "sleeps/req" \
-	"ratio to $base tenants"
+# ratio FILE: "median (range)" of each round's figure in FILE over that
+# round's in the base count's file of the same name; n/a without figures
+ratio() {
+	local r
+	r=$(awk 'NR == FNR { b[$1] = $2; next } $1 in b && b[$1] + 0 > 0 && $2 != "n/a" { printf "%.3f\n", $2 / b[$1] }' \
+		"${1%.*}.$base" "$1")
+	[ -n "$r" ] || { echo n/a; return; }
+	echo "$(median <<<"$r" | awk '{ printf "%.2fx", $1 }') ($(range <<<"$r"))"
+}
+# figure FILE: "median (range)" of the figures, n/a without them
+figure() {
+	local v
+	v=$(cut -d' ' -f2 "$1" | grep -v '^n/a$')
+	[ -n "$v" ] || { echo n/a; return; }
+	echo "$(median <<<"$v" | awk '{ printf "%.1f", $1 }') ($(range <<<"$v"))"
+}
+printf '%-8s %22s %12s %11s %24s %28s %24s\n' tenants "us/req median (range)" "req/s" "sleeps/req" \
+	"CPU ratio to $base" "instructions/req (range)" "instr. ratio to $base"
 for n in "${COUNTS[@]}"; do
-	ratios=$(awk 'NR == FNR { b[$1] = $2; next } $1 in b && b[$1] > 0 { printf "%.3f\n", $2 / b[$1] }' \
-		"$TMP/cpu.$base" "$TMP/cpu.$n")
-	printf '%-8s %14.1f %16s %12.0f %11.2f %24s\n' "$n" "$(cut -d' ' -f2 "$TMP/cpu.$n" | median)" \
-		"($(cut -d' ' -f2 "$TMP/cpu.$n" | range))" "$(awk -v s="$SECS" '{ print $1 / s }' "$TMP/reqs.$n" | median)" \
-		"$(median <"$TMP/sleeps.$n")" "$(median <<<"$ratios" | awk '{ printf "%.2fx", $1 }') ($(range <<<"$ratios"))"
+	printf '%-8s %22s %12.0f %11.2f %24s %28s %24s\n' "$n" "$(figure "$TMP/cpu.$n")" \
+		"$(awk -v s="$SECS" '{ print $1 / s }' "$TMP/reqs.$n" | median)" "$(median <"$TMP/sleeps.$n")" \
+		"$(ratio "$TMP/cpu.$n")" "$(figure "$TMP/ev0.$n")" "$(ratio "$TMP/ev0.$n")"
 done
-echo "   (proxy CPU time per request: median and range over $ROUNDS rounds; req/s and sleeps (voluntary" \
-	"context switches) per request: medians; ratios: median and range of each round's figure over that" \
-	"round's $base-tenant one)"
+for k in "${!EVENTS[@]}"; do
+	[ "$k" = 0 ] && continue
+	for n in "${COUNTS[@]}"; do
+		printf '%-8s %22s per request: %-24s ratio to %s: %s\n' "$n" "${EVENTS[$k]}" "$(figure "$TMP/ev$k.$n")" \
+			"$base" "$(ratio "$TMP/ev$k.$n")"
+	done
+done
+echo "   (proxy CPU time and instructions (perf stat on the agent's pid, all threads; n/a without perf or its hardware counters)" \
+	"per request: median and range over $ROUNDS rounds; req/s and sleeps (voluntary context switches) per" \
+	"request: medians; ratios: median and range of each round's figure over that round's $base-tenant one)"
+# FG_BENCH_TENANT_RECORD=DIR: after the rounds, one more run of each agent
+# under perf record -g, kept as DIR/perf.COUNT.data (for perf report)
+if [ -n "${FG_BENCH_TENANT_RECORD:-}" ] && command -v perf >/dev/null; then
+	mkdir -p "$FG_BENCH_TENANT_RECORD"
+	for n in "${COUNTS[@]}"; do
+		perf record -g -o "$FG_BENCH_TENANT_RECORD/perf.$n.data" -p "${PID[$n]}" 2>/dev/null &
+		rec=$!
+		sleep 0.3
+		run "$n" "$SECS" >/dev/null
+		kill -INT "$rec"; wait "$rec" 2>/dev/null
+	done
+	echo "   perf record of each agent over one more run: $FG_BENCH_TENANT_RECORD/perf.COUNT.data"
+fi
 for n in "${COUNTS[@]}"; do
 	kill -0 "${PID[$n]}" 2>/dev/null || { echo "tenants bench: the $n-tenant agent exited"; tail -n 5 "$TMP/agent.$n.log"; exit 1; }
 done

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "lib/huge_pages.h"
 #include "lib/id_heap.h"
 #include "fair_queue.h"
 
@@ -43,7 +44,7 @@ int fg_fq_init(struct fg_fq *fq, uint32_t n_tenants)
 	uint32_t slots = fg_tenant_slots(n_tenants);
 
 	memset(fq, 0, sizeof(*fq));
-	fq->t = calloc(slots, sizeof(*fq->t));
+	fq->t = fg_calloc_huge(slots, sizeof(*fq->t));
 	/* the seven id arrays in one block: heap orders, places, scratch */
 	fq->ready = calloc((size_t)slots * 7, sizeof(uint32_t));
 	if (!fq->t || !fq->ready) {

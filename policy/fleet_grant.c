@@ -92,6 +92,23 @@ double fg_fleet_hold_cap(const struct fg_fleet_tenant *ft, const struct fg_fleet
 	return fmin(h, p->depth);
 }
 
+/* demand: what was used and what was refused, per second, averaged over
+ * about a period (sampled at most every quarter period) */
+static void sample_demand(struct fg_fleet_tenant *ft, const struct fg_fleet_params *p,
+			  const struct fg_fleet_books *books, uint64_t now_ns)
+{
+	double dt = secs(now_ns, ft->sample_ns);
+	if (dt < p->period_s / 4)
+		return;
+	double sample = (books->consumed - ft->sample_consumed +
+			 nonneg(books->refused - ft->sample_refused)) / dt;
+	double a = 1 - exp(-dt / p->period_s);
+	ft->demand = nonneg(ft->demand + a * (nonneg(sample) - ft->demand));
+	ft->sample_ns = now_ns;
+	ft->sample_consumed = books->consumed;
+	ft->sample_refused = books->refused;
+}
+
 void fg_fleet_observe(struct fg_fleet_tenant *ft, struct fg_bucket *b,
 		      const struct fg_fleet_params *p, const struct fg_fleet_books *books,
 		      uint64_t now_ns)
@@ -118,19 +135,36 @@ void fg_fleet_observe(struct fg_fleet_tenant *ft, struct fg_bucket *b,
 	}
 	if (books->refused_peak > ft->refused_peak)
 		ft->refused_peak = books->refused_peak;
+	sample_demand(ft, p, books, now_ns);
+}
 
-	/* demand: what was used and what was refused, per second, averaged
-	 * over about a period (sampled at most every quarter period) */
-	double dt = secs(now_ns, ft->sample_ns);
-	if (dt >= p->period_s / 4) {
-		double sample = (books->consumed - ft->sample_consumed +
-				 nonneg(books->refused - ft->sample_refused)) / dt;
-		double a = 1 - exp(-dt / p->period_s);
-		ft->demand = nonneg(ft->demand + a * (nonneg(sample) - ft->demand));
-		ft->sample_ns = now_ns;
-		ft->sample_consumed = books->consumed;
-		ft->sample_refused = books->refused;
-	}
+void fg_fleet_idle_until(struct fg_fleet_tenant *ft, const struct fg_fleet_params *p,
+			 uint64_t t_ns)
+{
+	/* the books as the last sample saw them: a sample of nothing */
+	struct fg_fleet_books same = { .consumed = ft->sample_consumed, .refused = ft->sample_refused };
+
+	sample_demand(ft, p, &same, t_ns);
+}
+
+bool fg_fleet_quiet(const struct fg_fleet_tenant *ft, struct fg_bucket *b,
+		    const struct fg_fleet_params *p, const struct fg_fleet_books *books,
+		    uint64_t now_ns)
+{
+	if (ft->in_flight || ft->retry || !ft->last_call_ns || !ft->idle_declared)
+		return false;
+	/* the floor, once idle was declared, is for ever (age only grows) */
+	if (fg_fleet_mode_at(ft, p, now_ns) != FG_FLEET_FLOOR || ft->shaped != FG_FLEET_FLOOR)
+		return false;
+	/* nothing since the last call and nothing seen by observe unreported */
+	if (books->consumed != ft->call_consumed || books->consumed != ft->consumed_mark ||
+	    books->refused != ft->call_refused || books->refused != ft->refused_mark ||
+	    books->billed != ft->billed_mark || books->refused_peak > 0 || ft->refused_peak > 0 ||
+	    ft->refill_unreported > 1e-6 || ft->usage_unreported > 0)
+		return false;
+	/* full to where refill stops: no refill to account from here */
+	double top = b->cap > 0 && b->cap < b->depth ? b->cap : b->depth;
+	return fg_bucket_level(b, now_ns) >= top && ft->level_mark == fg_bucket_level(b, now_ns);
 }
 
 void fg_fleet_shape(struct fg_fleet_tenant *ft, struct fg_bucket *b,

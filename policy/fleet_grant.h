@@ -161,6 +161,23 @@ double fg_fleet_idle_hold(const struct fg_fleet_params *p, double typical_cost);
 void fg_fleet_observe(struct fg_fleet_tenant *ft, struct fg_bucket *b,
 		      const struct fg_fleet_params *p, const struct fg_fleet_books *books,
 		      uint64_t now_ns);
+/* A tenant whose books did not move since the last sample (as observe
+ * would have found them at t_ns): the demand sample observe takes at t_ns,
+ * of nothing. For a glue that stopped observing a quiet tenant, at its wake. */
+void fg_fleet_idle_until(struct fg_fleet_tenant *ft, const struct fg_fleet_params *p,
+			 uint64_t t_ns);
+/* After observe and shape at now_ns: whether observe, shape and due would
+ * change nothing but the demand sampler from now on, for as long as the
+ * books stay as they are: no call in flight or owed, idle declared and
+ * its floor reached (neither ends with time), the bucket shaped for it and
+ * full to its hold cap (no refill to account), nothing used, refused,
+ * billed or refilled unreported. The glue may stop visiting such a tenant
+ * until its books move; waking it, it calls fg_fleet_idle_until with the
+ * clock of the last tick that would have visited it (the books had not
+ * moved by then), then observes it as before. */
+bool fg_fleet_quiet(const struct fg_fleet_tenant *ft, struct fg_bucket *b,
+		    const struct fg_fleet_params *p, const struct fg_fleet_books *books,
+		    uint64_t now_ns);
 /* Set the bucket's rate, hold cap and depth for now (after observe). */
 void fg_fleet_shape(struct fg_fleet_tenant *ft, struct fg_bucket *b,
 		    const struct fg_fleet_params *p, double typical_cost, uint64_t now_ns);

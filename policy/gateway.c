@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "gateway.h"
+#include "lib/huge_pages.h"
 
 #define NS_PER_S 1e9
 
@@ -46,6 +47,7 @@ static void tenant_state_free(struct fg_gw_tenant_state *s)
 {
 	free(s->t);
 	s->t = NULL;
+	fg_idset_free(&s->moved);
 	free(s->map);
 	s->map = NULL;
 	fg_fq_free(&s->fq);
@@ -58,8 +60,9 @@ static int tenant_state_alloc(struct fg_gw_tenant_state *s, const struct fg_poli
 			      uint64_t window_ns, uint64_t now_ns)
 {
 	memset(s, 0, sizeof(*s));
-	s->t = calloc(fg_tenant_slots(p->n_tenants), sizeof(*s->t));
+	s->t = fg_calloc_huge(fg_tenant_slots(p->n_tenants), sizeof(*s->t));
 	int bad = !s->t;
+	bad |= fg_idset_init(&s->moved, fg_tenant_slots(p->n_tenants)) < 0;
 	bad |= fg_fq_init(&s->fq, p->n_tenants) < 0;
 	bad |= fg_kv_init(&s->kv, p->replica.kv_pool_tokens, p->agent.kv_headroom, p->n_tenants) < 0;
 	bad |= fg_peak_init(&s->peaks, p->n_tenants, window_ns, now_ns) < 0;
@@ -72,10 +75,12 @@ static int tenant_state_alloc(struct fg_gw_tenant_state *s, const struct fg_poli
 
 void fg_gw_free(struct fg_gateway *gw)
 {
-	struct fg_gw_tenant_state s = { .t = gw->t, .fq = gw->fq, .kv = gw->kv, .peaks = gw->peaks };
+	struct fg_gw_tenant_state s = { .t = gw->t, .moved = gw->moved, .fq = gw->fq, .kv = gw->kv,
+					.peaks = gw->peaks };
 
 	tenant_state_free(&s);
 	gw->t = NULL;
+	memset(&gw->moved, 0, sizeof(gw->moved));
 	gw->n_tenants = 0;
 	memset(&gw->fq, 0, sizeof(gw->fq));
 	memset(&gw->kv, 0, sizeof(gw->kv));
@@ -91,6 +96,7 @@ int fg_gw_init(struct fg_gateway *gw, const struct fg_policy *p, uint64_t step_t
 	if (tenant_state_alloc(&s, p, 0, now_ns) < 0)
 		return -1;
 	gw->t = s.t;
+	gw->moved = s.moved;
 	gw->fq = s.fq;
 	gw->kv = s.kv;
 	gw->peaks = s.peaks;
@@ -288,6 +294,7 @@ struct fg_gw_decision fg_gw_admit(struct fg_gateway *gw, struct fg_gw_request *r
 	}
 	const struct fg_tier *tier = tier_of(gw, tenant);
 	struct fg_gw_tenant *t = &gw->t[tenant];
+	fg_idset_add(&gw->moved, tenant); /* reserved, or refused: the books move either way */
 
 	size_request(gw, tenant, model, shape, &z);
 	req->tenant = tenant;
@@ -594,6 +601,7 @@ static void end_request(struct fg_gateway *gw, struct fg_gw_request *r, double b
 	r->kv_held = false;
 	if (!r->orphan) {
 		struct fg_gw_tenant *t = &gw->t[r->tenant];
+		fg_idset_add(&gw->moved, r->tenant);
 		fg_bucket_settle(&t->bucket, r->price.units, billed, now_ns);
 		t->reserved_units -= r->price.units;
 		if (t->reserved_units < 1e-6)
@@ -648,6 +656,7 @@ double fg_gw_tokenizer_ran(struct fg_gateway *gw, uint32_t tenant, uint64_t toke
 		return 0;
 	double units = fg_price_tokenizer(&gw->cm, gw->policy->agent.metering, (double)tokens);
 	struct fg_gw_tenant *t = &gw->t[tenant];
+	fg_idset_add(&gw->moved, tenant);
 	fg_bucket_settle(&t->bucket, 0, units, now_ns);
 	t->billed_units += units;
 	if (units > 0)
@@ -699,6 +708,7 @@ struct fg_gw_request *fg_gw_expire(struct fg_gateway *gw, uint64_t now_ns,
 		 "tier's limit. It was not charged.",
 		 (double)(now_ns - r->admitted_ns) / NS_PER_S, tier->name);
 	t->timed_out++;
+	fg_idset_add(&gw->moved, r->tenant);
 	t->reserved_units -= r->price.units;
 	if (t->reserved_units < 1e-6)
 		t->reserved_units = 0;
@@ -791,11 +801,13 @@ void fg_gw_reload_cancel(struct fg_gw_tenant_state *next)
 void fg_gw_reload_commit(struct fg_gateway *gw, struct fg_gw_tenant_state *now, uint64_t now_ns)
 {
 	const struct fg_policy *p = now->policy;
-	struct fg_gw_tenant_state was = { .t = gw->t, .fq = gw->fq, .kv = gw->kv, .peaks = gw->peaks };
+	struct fg_gw_tenant_state was = { .t = gw->t, .moved = gw->moved, .fq = gw->fq, .kv = gw->kv,
+					  .peaks = gw->peaks };
 	int32_t *map = now->map;
 	uint32_t n_old = gw->n_tenants;
 
 	gw->t = now->t;
+	gw->moved = now->moved;
 	gw->n_tenants = p->n_tenants;
 	gw->fq = now->fq;
 	gw->kv = now->kv;

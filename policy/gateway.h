@@ -28,6 +28,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "lib/id_set.h"
 #include "admission.h"
 #include "cost_model.h"
 #include "engine_window.h"
@@ -117,6 +118,12 @@ struct fg_gateway {
 	 * fg_gw_reload: its new ids are refused as unknown until then). */
 	uint32_t n_tenants;
 	struct fg_gw_tenant *t;
+	/* tenants whose books or bucket a request moved (admitted, refused,
+	 * settled, refunded, timed out, a count billed) since the reader last
+	 * cleared it: agent.fleet's tick wakes these instead of visiting every
+	 * tenant. Starts empty at init and at a reload (whose reader then
+	 * looks at every tenant anyway). */
+	struct fg_idset moved;
 	struct fg_fq fq;
 	struct fg_kv_ledger kv;
 	struct fg_engine_window ew;
@@ -153,6 +160,7 @@ struct fg_gw_tenant_state {
 	const struct fg_policy *policy;
 	int32_t *map;                 /* old tenant id -> new id, -1 = gone */
 	struct fg_gw_tenant *t;
+	struct fg_idset moved;
 	struct fg_fq fq;
 	struct fg_kv_ledger kv;
 	struct fg_peak_meter peaks;

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "lib/huge_pages.h"
 #include "policy/policy.h"
 
 uint32_t fg_tenant_name_hash(const char *s)
@@ -17,7 +18,7 @@ uint32_t fg_tenant_name_hash(const char *s)
 
 int fg_policy_alloc_tenants(struct fg_policy *p, uint32_t n)
 {
-	struct fg_tenant *t = n ? calloc(n, sizeof(*t)) : NULL;
+	struct fg_tenant *t = n ? fg_calloc_huge(n, sizeof(*t)) : NULL;
 
 	if (n && !t)
 		return -1;
@@ -40,6 +41,8 @@ struct fg_tenant *fg_policy_add_tenant(struct fg_policy *p)
 		t = realloc(p->tenants, (size_t)cap * sizeof(*t));
 		if (!t)
 			return NULL;
+		/* the block may have moved (into a mapping of its own): advise it again */
+		fg_advise_huge(t, (size_t)cap * sizeof(*t));
 		p->tenants = t;
 		p->tenants_cap = cap;
 	}
@@ -71,7 +74,7 @@ int fg_policy_copy(struct fg_policy *dst, const struct fg_policy *src)
 	dst->tenants_cap = 0;
 	if (!src->n_tenants)
 		return 0;
-	dst->tenants = malloc((size_t)src->n_tenants * sizeof(*dst->tenants));
+	dst->tenants = fg_calloc_huge(src->n_tenants, sizeof(*dst->tenants));
 	if (!dst->tenants) {
 		dst->n_tenants = 0;
 		return -1;

@@ -13,6 +13,7 @@
 #include "agent/fleet/fleet.h"
 #include "agent/fleet/fleet_client.h"
 #include "agent/proxy/proxy_internal.h"
+#include "lib/id_set.h"
 
 #define TICK_MAX_NS 20000000ull /* observe and shape at least this often */
 #define LEAVE_WAIT_NS 1000000000ull
@@ -31,6 +32,9 @@ struct fleet_tenants {
 	double *report_mark;      /* billed when last reported */
 	uint32_t *order;          /* the policy's ids in name order (answers come
 				   * back by name); NULL: out of memory, scanned */
+	/* the tenants the tick visits: all at first, then those not quiet
+	 * (fg_fleet_quiet) and those the gateway says a request moved */
+	struct fg_idset awake;
 };
 
 static void tenants_free(struct fleet_tenants *s)
@@ -41,6 +45,7 @@ static void tenants_free(struct fleet_tenants *s)
 	free(s->fleet_peak);
 	free(s->report_mark);
 	free(s->order);
+	fg_idset_free(&s->awake);
 	memset(s, 0, sizeof(*s));
 }
 
@@ -55,11 +60,13 @@ static int tenants_alloc(struct fleet_tenants *s, const struct fg_policy *p)
 	s->fleet_peak = calloc(n, sizeof(double));
 	s->report_mark = calloc(n, sizeof(double));
 	s->order = fg_policy_name_order(p);
-	if (!s->names || !s->ft || !s->views || !s->fleet_peak || !s->report_mark) {
+	if (!s->names || !s->ft || !s->views || !s->fleet_peak || !s->report_mark ||
+	    fg_idset_init(&s->awake, (uint32_t)n) < 0) {
 		tenants_free(s);
 		return -1;
 	}
 	s->n = p->n_tenants;
+	fg_idset_fill(&s->awake, s->n);
 	return 0;
 }
 
@@ -77,6 +84,7 @@ struct fg_fleet {
 	int efd;
 	struct fg_fleet_client *client;
 	uint64_t timer, tick_ns;
+	uint64_t last_tick_ns;       /* the clock of the last run_tick */
 
 	/* by tenant id of the policy in force (n of them, sized to it); names
 	 * say whose they are */
@@ -228,7 +236,9 @@ static void on_notify(struct fg_loop *loop, int fd, uint32_t events, void *ctx)
 
 /* ---- the tick ------------------------------------------------------------------- */
 
-/* The fleet-wide report: every tenant's billed units since the last one. */
+/* The fleet-wide report: every tenant's billed units since the last one.
+ * Only awake tenants can have any: one with billing unreported here is not
+ * let sleep (tick_tenant), and billing wakes a sleeping one. */
 static void prepare_report(struct fg_fleet *f, uint64_t now)
 {
 	struct fg_fleet_report *rp = &f->batch.report;
@@ -244,7 +254,8 @@ static void prepare_report(struct fg_fleet *f, uint64_t now)
 	if (f->report_last_ns && now - f->report_last_ns < ns_of(f->cfg.period_s))
 		return;
 	rp->n = 0;
-	for (uint32_t i = 0; i < f->cur.n; i++) {
+	for (uint32_t k = 0; k < f->cur.awake.n; k++) {
+		uint32_t i = f->cur.awake.ids[k];
 		double billed = gw->t[i].billed_units;
 		if (billed > f->cur.report_mark[i]) {
 			snprintf(rp->tenant[rp->n], FG_NAME_MAX, "%s", f->cur.names[i]);
@@ -296,33 +307,74 @@ static int grow_batch(struct fg_fleet *f, uint32_t n)
 	return 0;
 }
 
-/* Observe and shape every tenant; send what is due. */
-static void run_tick(struct fg_fleet *f)
+/* The tenants a request moved since the last tick join the awake ones; one
+ * that was asleep first takes the demand samples of nothing the ticks it
+ * missed would have taken (its books had not moved by the last one). */
+static void wake_moved(struct fg_fleet *f)
 {
 	struct fg_gateway *gw = f->px->gw;
-	const struct fg_policy *p = gw->policy;
+	struct fg_idset *moved = &gw->moved;
+
+	for (uint32_t k = 0; k < moved->n; k++) {
+		uint32_t i = moved->ids[k];
+		if (i >= f->cur.n || !fg_idset_add(&f->cur.awake, i))
+			continue;
+		struct fg_fleet_params pp = params_of(f, gw->policy, i);
+		fg_fleet_idle_until(&f->cur.ft[i], &pp, f->last_tick_ns);
+	}
+	fg_idset_clear(moved);
+}
+
+struct tick_pass {
+	struct fg_fleet *f;
+	uint64_t now;
+	uint32_t n;   /* calls in the batch */
+	bool hold;    /* nothing is sent this tick (batch out, or no room) */
+};
+
+/* One awake tenant: observe, shape, its call if due. False when it is quiet
+ * (nothing would change until a request moves its books): it sleeps. */
+static bool tick_tenant(uint32_t i, void *ctx)
+{
+	struct tick_pass *t = ctx;
+	struct fg_fleet *f = t->f;
+	struct fg_gateway *gw = f->px->gw;
+	struct fg_fleet_params pp = params_of(f, gw->policy, i);
+	struct fg_fleet_books bk = books_of(gw, i);
+	struct fg_fleet_tenant *ft = &f->cur.ft[i];
+	struct fg_bucket *b = &gw->t[i].bucket;
+
+	fg_fleet_observe(ft, b, &pp, &bk, t->now);
+	gw->t[i].refused_peak = 0; /* observe keeps the largest */
+	fg_fleet_shape(ft, b, &pp, bk.typical_cost, t->now);
+	if (!t->hold && fg_fleet_due(ft, b, &pp, bk.typical_cost, t->now)) {
+		struct fg_fleet_req *q = &f->batch.reqs[t->n++];
+		snprintf(q->tenant, sizeof(q->tenant), "%s", f->cur.names[i]);
+		q->params = pp;
+		q->call = *fg_fleet_prepare(ft, b, &pp, &bk, t->now);
+		return true;
+	}
+	/* billing the fleet-wide report has not carried yet keeps it awake */
+	return !fg_fleet_quiet(ft, b, &pp, &bk, t->now) ||
+	       gw->t[i].billed_units != f->cur.report_mark[i];
+}
+
+/* Observe and shape every awake tenant; send what is due. A quiet tenant
+ * is left alone until a request moves its books: the tick costs the
+ * tenants in use, not the policy's. */
+static void run_tick(struct fg_fleet *f)
+{
+	const struct fg_policy *p = f->px->gw->policy;
 	uint64_t now = fg_now_ns();
-	uint32_t n = 0;
 	/* after a reload that added tenants, nothing is sent until the
 	 * batch has room for them all (out of memory: retried each tick) */
 	bool no_room = !f->batch_out && grow_batch(f, f->cur.n) < 0;
+	struct tick_pass pass = { .f = f, .now = now, .hold = f->batch_out || no_room };
 
-	for (uint32_t i = 0; i < f->cur.n; i++) {
-		struct fg_fleet_params pp = params_of(f, p, i);
-		struct fg_fleet_books bk = books_of(gw, i);
-		struct fg_fleet_tenant *ft = &f->cur.ft[i];
-		struct fg_bucket *b = &gw->t[i].bucket;
-
-		fg_fleet_observe(ft, b, &pp, &bk, now);
-		gw->t[i].refused_peak = 0; /* observe keeps the largest */
-		fg_fleet_shape(ft, b, &pp, bk.typical_cost, now);
-		if (f->batch_out || no_room || !fg_fleet_due(ft, b, &pp, bk.typical_cost, now))
-			continue;
-		struct fg_fleet_req *q = &f->batch.reqs[n++];
-		snprintf(q->tenant, sizeof(q->tenant), "%s", f->cur.names[i]);
-		q->params = pp;
-		q->call = *fg_fleet_prepare(ft, b, &pp, &bk, now);
-	}
+	wake_moved(f);
+	fg_idset_filter(&f->cur.awake, tick_tenant, &pass);
+	f->last_tick_ns = now;
+	uint32_t n = pass.n;
 	if (f->batch_out || no_room)
 		return;
 	prepare_report(f, now);

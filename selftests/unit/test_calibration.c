@@ -18,6 +18,7 @@
 #include "policy/calibration.h"
 #include "policy/cost_model.h"
 #include "policy/policy.h"
+#include "selftests/unit/xorshift.h"
 
 
 /* The usual case: a fit initialised on the assumed model beside its truth;
@@ -51,10 +52,7 @@ static int rig_down(void **state)
 static uint64_t rng = 88172645463325252ull;
 static double unif(void)
 {
-	rng ^= rng << 13;
-	rng ^= rng >> 7;
-	rng ^= rng << 17;
-	return (double)(rng >> 11) / 9007199254740992.0;
+	return (double)(fg_xorshift64(&rng) >> 11) / 9007199254740992.0;
 }
 static double gauss(void)
 {

@@ -13,6 +13,7 @@
 #include <cmocka.h>
 
 #include "policy/fair_queue.h"
+#include "selftests/unit/xorshift.h"
 
 #define TENANTS 37
 #define ITEMS 600
@@ -146,10 +147,7 @@ static enum fg_fq_verdict admit_by_tenant(const struct fg_fq_item *it, void *ctx
 static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
 static uint32_t draw(uint32_t n)
 {
-	rng_state ^= rng_state << 13;
-	rng_state ^= rng_state >> 7;
-	rng_state ^= rng_state << 17;
-	return (uint32_t)(rng_state % n);
+	return (uint32_t)(fg_xorshift64(&rng_state) % n);
 }
 
 static void agree(const struct world *w)

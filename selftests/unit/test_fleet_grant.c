@@ -2,7 +2,8 @@
  * the rate by mode (lease, fallback after 2T, floor, unheard), the hold
  * cap, what is asked for, when a call is due, refill and demand as the
  * bucket's books show them, trickle and grants applied, debt, epoch
- * changes, retries resent unchanged, and the stated bounds. Table-driven
+ * changes, retries resent unchanged, a quiet tenant left unvisited until
+ * used, and the stated bounds. Table-driven
  * where the rule is a table. */
 #include <math.h>
 #include <setjmp.h>
@@ -430,6 +431,114 @@ static void idle_said_once(void **state)
 	assert_false(fg_fleet_prepare(&ft, &b, &P, &bk, at(60))->idle);
 }
 
+/* A node's tenant as the glue ticks it: observe, shape, and a call when
+ * due, answered at once (a lease of 500/s, no units). */
+struct ticked {
+	struct fg_bucket b;
+	struct fg_fleet_tenant ft;
+	struct fg_fleet_books bk;
+};
+
+static bool glue_tick(struct ticked *n, uint64_t t)
+{
+	fg_fleet_observe(&n->ft, &n->b, &P, &n->bk, t);
+	fg_fleet_shape(&n->ft, &n->b, &P, n->bk.typical_cost, t);
+	if (!fg_fleet_due(&n->ft, &n->b, &P, n->bk.typical_cost, t))
+		return false;
+	fg_fleet_prepare(&n->ft, &n->b, &P, &n->bk, t);
+	struct fg_fleet_answer a = answer("e1", 500, 0, 2);
+	fg_fleet_apply(&n->ft, &n->b, &P, &n->bk, &a, t);
+	return true;
+}
+
+static void use(struct ticked *n, double units, uint64_t t)
+{
+	assert_true(fg_bucket_reserve(&n->b, units, t));
+	n->bk.consumed += units;
+	n->bk.billed += units;
+}
+
+/* fg_fleet_quiet: a tenant the glue stops visiting (B) against the same
+ * tenant visited every tick (A). While B sleeps, A's ticks change nothing
+ * but its demand sampler and no call is due; woken by a use, with
+ * fg_fleet_idle_until at the last tick, B calls as A does and its demand
+ * and bucket follow A's. */
+static void quiet_sleeps_until_used(void **state)
+{
+	(void)state;
+	const uint64_t tick = 20000000ull; /* the glue's 20 ms */
+	struct ticked a, b;
+
+	a.bk = books(0, 0);
+	start(&a.ft, &a.b, &a.bk, 1000, 2000);
+	use(&a, 300, T0);
+	b = a;
+	uint64_t t = T0, slept = 0;
+	int k;
+	for (k = 1; k < 3000 && !slept; k++) {
+		t = T0 + k * tick;
+		assert_int_equal(glue_tick(&a, t), glue_tick(&b, t));
+		if (fg_fleet_quiet(&b.ft, &b.b, &P, &b.bk, t))
+			slept = t;
+	}
+	assert_true(slept);
+	assert_true(b.ft.idle_declared);
+	assert_true(b.ft.demand > 0); /* the use still shows, decaying */
+	/* a quiet tenant is not quiet with a call in flight, owed, or used */
+	struct ticked c = b;
+	c.ft.in_flight = true;
+	assert_false(fg_fleet_quiet(&c.ft, &c.b, &P, &c.bk, t));
+	c = b;
+	c.ft.retry = true;
+	assert_false(fg_fleet_quiet(&c.ft, &c.b, &P, &c.bk, t));
+	c = b;
+	use(&c, 1, t);
+	assert_false(fg_fleet_quiet(&c.ft, &c.b, &P, &c.bk, t));
+	c = b;
+	c.bk.refused += 5;
+	assert_false(fg_fleet_quiet(&c.ft, &c.b, &P, &c.bk, t));
+
+	/* asleep: A's ticks leave all but the sampler as B has it; A samples
+	 * twenty times meanwhile (10 s) */
+	uint64_t samples = 0, last = t, sampled = a.ft.sample_ns;
+	for (; samples < 20 || a.ft.sample_ns != last; k++) {
+		t = T0 + k * tick;
+		assert_false(glue_tick(&a, t));
+		assert_true(fg_fleet_quiet(&a.ft, &a.b, &P, &a.bk, t));
+		assert_near(fg_bucket_level(&a.b, t), fg_bucket_level(&b.b, t));
+		assert_near(a.b.cap, b.b.cap);
+		assert_near(a.b.rate, b.b.rate);
+		assert_near(a.ft.level_mark, b.ft.level_mark);
+		assert_near(a.ft.refill_unreported, b.ft.refill_unreported);
+		assert_near(a.ft.self_granted, b.ft.self_granted);
+		assert_int_equal(a.ft.shaped, b.ft.shaped);
+		assert_int_equal(a.ft.last_call_ns, b.ft.last_call_ns);
+		if (a.ft.sample_ns != sampled) {
+			sampled = a.ft.sample_ns;
+			samples++;
+		}
+		last = t;
+	}
+	/* woken right after a tick that sampled: the same samples as A */
+	fg_fleet_idle_until(&b.ft, &P, last);
+	assert_int_equal(b.ft.sample_ns, a.ft.sample_ns);
+	assert_true(fabs(b.ft.demand - a.ft.demand) <= 1e-9 * a.ft.demand);
+	t = last + tick / 2;
+	use(&a, 100, t);
+	use(&b, 100, t);
+	int calls = 0;
+	for (int j = 1; j <= 500; j++) {
+		t = last + j * tick;
+		bool ca = glue_tick(&a, t), cb = glue_tick(&b, t);
+		assert_int_equal(ca, cb);
+		calls += ca;
+		assert_true(fabs(b.ft.demand - a.ft.demand) <= 1e-9 * a.ft.demand);
+		assert_near(fg_bucket_level(&a.b, t), fg_bucket_level(&b.b, t));
+		assert_near(a.ft.call.want, b.ft.call.want);
+	}
+	assert_true(calls > 0);
+}
+
 static void bounds(void **state)
 {
 	(void)state;
@@ -459,6 +568,7 @@ int main(void)
 		cmocka_unit_test(epoch_sent_only_within_ttl),
 		cmocka_unit_test(outage_refill_goes_with_its_epoch),
 		cmocka_unit_test(idle_said_once),
+		cmocka_unit_test(quiet_sleeps_until_used),
 		cmocka_unit_test(bounds),
 	};
 	return cmocka_run_group_tests_name("fleet_grant", tests, NULL, NULL);

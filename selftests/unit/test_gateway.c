@@ -349,6 +349,65 @@ static void node_kv_wait_holds_the_others(void **state)
 	assert_int_equal(gw->kv.node_reserved, 0);
 }
 
+/* gw->moved lists the tenants whose books a request moved since the reader
+ * cleared it — admitted, refused, settled, aborted, timed out, a count
+ * billed — each once; nothing else marks a tenant, and a reload starts it
+ * empty. (agent.fleet's tick visits these and the ones not yet quiet.) */
+static void moved_marks_whose_books_moved(void **state)
+{
+	struct fixture *f = *state;
+	struct fg_gateway *gw = &f->gw;
+	static struct fg_gw_request a, b, c;
+	struct fg_request_shape s = shape(4 * 20000, 100, 1);
+	struct fg_gw_decision why;
+
+	assert_int_equal(gw->moved.n, 0);
+	assert_int_equal(fg_gw_admit(gw, &a, 1, "m", &s, 0).outcome, FG_GW_QUEUED);
+	assert_int_equal(gw->moved.n, 1);
+	assert_int_equal(gw->moved.ids[0], 1);
+	assert_int_equal(fg_gw_admit(gw, &b, 1, "m", &s, 0).outcome, FG_GW_QUEUED);
+	assert_int_equal(gw->moved.n, 1); /* once */
+	fg_idset_clear(&gw->moved);
+	/* dispatching, output and the tick move no books */
+	assert_ptr_equal(fg_gw_dispatch(gw, 0), &a);
+	fg_gw_output(gw, &a, 10, 1 * MS);
+	fg_peak_tick(&gw->peaks, 2 * MS);
+	assert_int_equal(gw->moved.n, 0);
+	struct fg_usage u = { .prompt_tokens = 20000, .completion_tokens = 10 };
+	fg_gw_finish(gw, &a, &u, 3 * MS);
+	assert_true(fg_idset_has(&gw->moved, 1));
+	assert_false(fg_idset_has(&gw->moved, 0));
+	fg_idset_clear(&gw->moved);
+	/* b waits past its tier's 30 s: timed out and refunded */
+	assert_ptr_equal(fg_gw_expire(gw, 31 * NS, &why), &b);
+	assert_true(fg_idset_has(&gw->moved, 1));
+	fg_idset_clear(&gw->moved);
+	fg_gw_tokenizer_ran(gw, 0, 100, 32 * NS);
+	assert_true(fg_idset_has(&gw->moved, 0));
+	fg_idset_clear(&gw->moved);
+	/* refused for the rate marks it too: refused units are books the
+	 * fleet reads (globex's bucket holds 60,000 units, these ~20,000) */
+	static struct fg_gw_request more[8];
+	enum fg_gw_outcome o = FG_GW_QUEUED;
+	for (int k = 0; k < 8 && o == FG_GW_QUEUED; k++) {
+		fg_idset_clear(&gw->moved);
+		o = fg_gw_admit(gw, &more[k], 1, "m", &s, 33 * NS).outcome;
+	}
+	assert_int_equal(o, FG_GW_RETRY_LATER);
+	assert_true(fg_idset_has(&gw->moved, 1));
+	/* an unknown tenant marks nothing */
+	fg_idset_clear(&gw->moved);
+	assert_int_equal(fg_gw_admit(gw, &c, 7, "m", &s, 33 * NS).outcome, FG_GW_BUCKET_NEVER);
+	assert_int_equal(gw->moved.n, 0);
+	assert_int_equal(fg_gw_admit(gw, &c, 0, "m", &s, 34 * NS).outcome, FG_GW_QUEUED);
+	fg_gw_abort(gw, &c, 35 * NS);
+	assert_int_equal(gw->moved.n, 1);
+	/* a reload: empty, sized to the new policy */
+	assert_int_equal(fg_gw_reload(gw, &f->p, 36 * NS), 0);
+	assert_int_equal(gw->moved.n, 0);
+	assert_int_equal(gw->moved.slots, 2);
+}
+
 static void queue_timeout_refunds_and_says_so(void **state)
 {
 	struct fixture *f = *state;
@@ -804,6 +863,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(admit_price_and_settle_refund, setup, teardown),
+		cmocka_unit_test_setup_teardown(moved_marks_whose_books_moved, setup, teardown),
 		cmocka_unit_test_setup_teardown(no_tenant_moves_another_s_estimate, setup, teardown),
 		cmocka_unit_test_setup_teardown(exact_counts_are_asked_near_limits_only, setup, teardown),
 		cmocka_unit_test_setup_teardown(an_exact_count_is_billed_like_tokenize, setup, teardown),

@@ -9,6 +9,7 @@
 #include <cmocka.h>
 
 #include "lib/id_heap.h"
+#include "selftests/unit/xorshift.h"
 
 #define IDS 300
 
@@ -27,10 +28,7 @@ static bool key_less(uint32_t a, uint32_t b, const void *ctx)
 static uint64_t rng_state = 0x243f6a8885a308d3ull;
 static uint32_t draw(uint32_t n)
 {
-	rng_state ^= rng_state << 13;
-	rng_state ^= rng_state >> 7;
-	rng_state ^= rng_state << 17;
-	return (uint32_t)(rng_state % n);
+	return (uint32_t)(fg_xorshift64(&rng_state) % n);
 }
 
 /* The least member by the same order, by scanning: -1 if none. */
