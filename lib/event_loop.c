@@ -414,6 +414,19 @@ int fg_loop_share(struct fg_loop *loop, pthread_mutex_t *lock)
 	return 0;
 }
 
+bool fg_loop_release(struct fg_loop *loop)
+{
+	if (!loop->lock)
+		return false;
+	pthread_mutex_unlock(loop->lock);
+	return true;
+}
+
+void fg_loop_retake(struct fg_loop *loop)
+{
+	pthread_mutex_lock(loop->lock);
+}
+
 static int next_timeout_ms(struct fg_loop *loop)
 {
 	if (!loop->n_armed)

@@ -3,7 +3,8 @@
  * Everything in fairgated (control socket, proxy connections, metrics, timers)
  * registers on a loop. Alone, a loop is one thread's and takes no lock; with
  * agent.workers > 1 each worker thread runs a loop of its own and all of them
- * share one lock (fg_loop_share), held while any callback runs. Timers are one-shot, ordered by
+ * share one lock (fg_loop_share), held while any callback runs unless the
+ * callback lets go of it for its own thread's work (fg_loop_release). Timers are one-shot, ordered by
  * lib/id_heap.c keyed on CLOCK_MONOTONIC nanoseconds (ties in the order they
  * were armed); each timer knows its place in the heap, so arming, re-arming
  * and cancelling one costs O(log n) with n timers armed, never a search.
@@ -74,6 +75,14 @@ bool fg_loop_accept_failed(struct fg_loop *loop, int fd, int err);
  * NULL makes it one thread's again (once the others are gone). -1 with
  * errno when the eventfd cannot be made. */
 int fg_loop_share(struct fg_loop *loop, pthread_mutex_t *lock);
+/* From inside one of a shared loop's own callbacks: let go of the shared
+ * lock for work that touches only what this thread owns (and atomics),
+ * never the loop itself nor anything another thread reaches under the
+ * lock; true when it did, and then fg_loop_retake must follow before the
+ * callback returns. A loop that is not shared has no lock: false, at the
+ * cost of one test. */
+bool fg_loop_release(struct fg_loop *loop);
+void fg_loop_retake(struct fg_loop *loop);
 
 /* Run until fg_loop_stop(); returns 0, or -1 on an epoll error. Each pass
  * runs only the timers already due, and armed or last moved, when it

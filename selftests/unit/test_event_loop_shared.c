@@ -5,13 +5,16 @@
  * epoll_wait (whose timeout did not know of it: without the wake it would
  * sleep out its 1 s cap); a stop from another thread ends the loop at once;
  * fg_loop_run returns holding the lock; unsharing makes the loop run
- * without one again; and fg_loop_current names the loop a callback runs
- * on, in each thread its own. Times are measured against the loop's 1 s cap with
+ * without one again; fg_loop_current names the loop a callback runs
+ * on, in each thread its own; and a callback that lets go of the lock
+ * (fg_loop_release) lets another thread take it until fg_loop_retake,
+ * while an unshared loop has none to let go. Times are measured against the loop's 1 s cap with
  * wide margins, so a loaded machine does not change the result. */
 #include <errno.h>
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -218,6 +221,71 @@ static void current_is_the_running_loop(void **state)
 	assert_null(fg_loop_current());
 }
 
+static int other_got_lock;   /* the other thread's timedlock answer */
+static bool released;
+static int held_after_retake;
+
+static void *take_lock(void *arg)
+{
+	struct timespec until;
+	(void)arg;
+
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += 2; /* not let go: it fails instead of hanging the test */
+	other_got_lock = pthread_mutex_timedlock(&lock, &until);
+	if (!other_got_lock)
+		pthread_mutex_unlock(&lock);
+	return NULL;
+}
+
+static void release_and_let_in(struct fg_loop *loop, void *ctx)
+{
+	pthread_t t;
+	(void)ctx;
+
+	released = fg_loop_release(loop);
+	assert_int_equal(pthread_create(&t, NULL, take_lock, NULL), 0);
+	assert_int_equal(pthread_join(t, NULL), 0);
+	if (released)
+		fg_loop_retake(loop);
+	held_after_retake = pthread_mutex_trylock(&lock);
+	if (!held_after_retake)
+		pthread_mutex_unlock(&lock);
+	fg_loop_stop(loop);
+}
+
+static void release_lets_another_thread_in(void **state)
+{
+	struct runner r = { 0 };
+	(void)state;
+
+	other_got_lock = -1;
+	start(&r);
+	pthread_mutex_lock(&lock);
+	assert_true(fg_loop_timer(r.loop, 0, release_and_let_in, NULL) != 0);
+	pthread_mutex_unlock(&lock);
+	finish(&r);
+	assert_true(released);
+	assert_int_equal(other_got_lock, 0);        /* it got in meanwhile */
+	assert_int_equal(held_after_retake, EBUSY); /* and the callback has it again */
+}
+
+static void unshared_has_nothing_to_release(void **state)
+{
+	(void)state;
+	struct fg_loop *loop = fg_loop_new();
+
+	assert_non_null(loop);
+	other_got_lock = -1;
+	held_after_retake = -1;
+	assert_true(fg_loop_timer(loop, 0, release_and_let_in, NULL) != 0);
+	assert_int_equal(fg_loop_run(loop), 0);
+	assert_false(released);
+	assert_int_equal(other_got_lock, 0);   /* nobody held it */
+	assert_int_equal(held_after_retake, 0); /* nor does the callback */
+	fg_loop_free(loop);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -227,6 +295,8 @@ int main(void)
 		cmocka_unit_test(foreign_stop_ends_the_loop),
 		cmocka_unit_test(unshared_runs_without_the_lock),
 		cmocka_unit_test(current_is_the_running_loop),
+		cmocka_unit_test(release_lets_another_thread_in),
+		cmocka_unit_test(unshared_has_nothing_to_release),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
