@@ -59,8 +59,13 @@ static void timers_follow_reload(struct fg_proxy *px, uint64_t old_idle_ns, uint
 
 	if (px->idle_ns >= old_idle_ns && px->request_ns >= old_request_ns)
 		return;
-	for (l = px->clients.next; l != &px->clients; l = l->next)
-		fg_client_timer_due(fg_container_of(l, struct fg_client, link));
+	for (l = px->clients.next; l != &px->clients; l = l->next) {
+		struct fg_client *c = fg_container_of(l, struct fg_client, link);
+		/* a client its worker parses without the lock re-arms its own
+		 * timer when it takes the lock back (process_input) */
+		if (!c->alone)
+			fg_client_timer_due(c);
+	}
 	for (l = px->busy.next; l != &px->busy; l = l->next)
 		fg_upstream_timer_due(fg_container_of(l, struct fg_upstream, link));
 }
@@ -84,10 +89,11 @@ static void take_config(struct fg_proxy *px, const struct fg_policy *p)
 	px->max_per_source = a->limits.max_connections_per_source
 				     ? a->limits.max_connections_per_source
 				     : (px->max_connections / 2 ? px->max_connections / 2 : 1);
-	px->max_buffered = a->limits.max_buffered_bytes ? a->limits.max_buffered_bytes
+	uint64_t max_buffered = a->limits.max_buffered_bytes ? a->limits.max_buffered_bytes
 							: px->derived_buffered;
-	if (px->max_buffered < px->max_body)
-		px->max_buffered = px->max_body; /* the largest body allowed can always be held */
+	/* the largest body allowed can always be held; stored once, as a
+	 * worker's parse reads it without the lock */
+	px->max_buffered = max_buffered < px->max_body ? px->max_body : max_buffered;
 }
 
 /* The engine's Authorization line from agent.engine_api_key_file, read

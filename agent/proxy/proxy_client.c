@@ -138,13 +138,14 @@ static int on_body(http_parser *p, const char *at, size_t len)
 		x->reject_status = 413;
 		return -1;
 	}
-	if (c->px->buffered + more > c->px->max_buffered) {
+	if (!fg_buffered_take(c->px, more)) {
 		x->reject_status = 503;
 		return -1;
 	}
 	if (in_place)
 		b->len += len;
 	else if (fg_buf_append(b, at, len)) {
+		c->px->buffered -= more;
 		x->reject_status = 500;
 		return -1;
 	}
@@ -152,7 +153,6 @@ static int on_body(http_parser *p, const char *at, size_t len)
 	if (x->scan) /* checked as it comes: the work of a read is that read's bytes */
 		fg_request_scan_feed(x->scan, fg_buf_head(&x->body), fg_buf_used(&x->body));
 	x->body_held += more;
-	c->px->buffered += more;
 	return 0;
 }
 
@@ -1059,9 +1059,11 @@ static bool check_heads(struct fg_client *c)
 	 * in the budget now, so the body is received into it in a few reads
 	 * and never moved; one without (a public path) has its body grow with
 	 * what arrives */
-	if (keyed && declared && declared != ULLONG_MAX && !fg_buf_reserve(&x->body, declared)) {
-		x->body_held = declared;
-		px->buffered += declared;
+	if (keyed && declared && declared != ULLONG_MAX && fg_buffered_take(px, declared)) {
+		if (!fg_buf_reserve(&x->body, declared))
+			x->body_held = declared;
+		else
+			px->buffered -= declared;
 	}
 	if (x->want_continue)
 		fg_buf_append(&c->out, "HTTP/1.1 100 Continue\r\n\r\n", 25);
@@ -1123,10 +1125,11 @@ static bool fast_request(struct fg_client *c)
 	/* the request is all c->in holds (nothing pipelined after it): its
 	 * block becomes the body, which is then never copied */
 	bool adopt = body && n == head + body;
-	if (body > c->px->max_body || n - head < body ||
-	    c->px->buffered + body > c->px->max_buffered ||
-	    (body && !adopt && fg_buf_reserve(&x->body, body))) {
+	bool taken = body <= c->px->max_body && n - head >= body && fg_buffered_take(c->px, body);
+	if (!taken || (body && !adopt && fg_buf_reserve(&x->body, body))) {
 		/* a 413, a body still on its way, no memory: http_parser's cases */
+		if (taken)
+			c->px->buffered -= body;
 		fg_hdrs_reset(&x->hdrs);
 		return false;
 	}
@@ -1141,7 +1144,6 @@ static bool fast_request(struct fg_client *c)
 	c->parser.http_minor = 1;
 	c->keep_alive = true;
 	x->body_held = body;
-	c->px->buffered += body;
 	if (adopt) {
 		x->body = c->in;
 		x->body.off += head;
@@ -1180,17 +1182,25 @@ static size_t parse_next(struct fg_client *c, size_t *used)
 
 static void process_input(struct fg_client *c)
 {
-	while (c->state == CL_READING && (fg_buf_used(&c->in) || fresh_body(c))) {
+	/* client_cb parsed the body's fresh bytes without the lock: what the
+	 * parser stopped at is acted on first */
+	bool parsed = c->parsed_alone;
+
+	c->parsed_alone = false;
+	while (c->state == CL_READING && (parsed || fg_buf_used(&c->in) || fresh_body(c))) {
 		if (!c->x && !(c->x = calloc(1, sizeof(*c->x)))) {
 			begin_closing(c); /* no memory for a request: it cannot be answered */
 			break;
 		}
-		if (!c->x->started && fast_request(c)) {
+		size_t used = 0, n = 0;
+		if (parsed) {
+			parsed = false;
+		} else if (!c->x->started && fast_request(c)) {
 			handle_request(c);
 			continue;
+		} else {
+			n = parse_next(c, &used);
 		}
-		size_t used;
-		size_t n = parse_next(c, &used);
 		if (c->x->heads_pending) {
 			http_parser_pause(&c->parser, 0);
 			if (!check_heads(c))
@@ -1246,13 +1256,14 @@ static size_t body_room(struct fg_client *c)
 	return room < left ? room : (size_t)left;
 }
 
-/* Returns -1 when the client is gone. A Content-Length body is received
- * into its own buffer (body_room); anything else lands in one chunk shared
- * by all clients and only what arrived is copied into the client's own, so
- * a connection holds no read buffer it is not using. */
+/* Returns -1 when out of memory (the caller closes c, under the lock). A
+ * Content-Length body is received into its own buffer (body_room);
+ * anything else lands in one chunk shared by a thread's clients and only
+ * what arrived is copied into the client's own, so a connection holds no
+ * read buffer it is not using. */
 static int read_input(struct fg_client *c)
 {
-	static char chunk[READ_CHUNK];
+	static __thread char chunk[READ_CHUNK];
 
 	for (;;) {
 		if (c->state != CL_READING && c->state != CL_CLOSING &&
@@ -1272,10 +1283,8 @@ static int read_input(struct fg_client *c)
 				x->body_fresh += (size_t)n;
 			else if (c->state == CL_CLOSING) /* lingering: discard */
 				continue;
-			else if (fg_buf_append(&c->in, chunk, (size_t)n)) {
-				fg_client_close(c);
+			else if (fg_buf_append(&c->in, chunk, (size_t)n))
 				return -1;
-			}
 			if ((size_t)n < want)
 				return 0; /* drained; epoll says when there is more */
 			continue;
@@ -1292,17 +1301,42 @@ static int read_input(struct fg_client *c)
 static void client_cb(struct fg_loop *loop, int fd, uint32_t events, void *ctx)
 {
 	struct fg_client *c = ctx;
-	(void)loop;
 	(void)fd;
 
 	if (events & EPOLLOUT && flush_or_close(c))
 		return;
 	if (events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) {
-		if (read_input(c))
+		int r;
+		/* With workers, a body still arriving is read and checked without
+		 * the shared lock: no other thread touches a client while it is
+		 * alone (the reload's timer pull-in skips it), and the parse of
+		 * body bytes touches only it, its exchange and the proxy's atomics
+		 * (the budget, the limits). What the parse stopped at is acted on
+		 * under the lock (process_input). A request that comes whole in
+		 * one read keeps the lock: letting go and taking it back would
+		 * cost a hand-off between busy workers for microseconds of work. */
+		c->alone = c->state == CL_READING && c->x && c->x->headers_done &&
+			   !c->x->heads_pending && !c->x->complete && c->x->body_left;
+		if (c->alone && fg_loop_release(loop)) {
+			r = read_input(c);
+			if (!r && fresh_body(c)) {
+				size_t used;
+				parse_next(c, &used);
+				c->parsed_alone = true;
+			}
+			fg_loop_retake(loop);
+		} else {
+			r = read_input(c);
+		}
+		c->alone = false;
+		if (r) {
+			fg_client_close(c);
 			return;
+		}
 		/* a client that leaves mid-exchange is billed what it got
 		 * (fg_client_close settles); an idle one just goes */
-		if (c->read_eof && (c->state != CL_READING || (!fg_buf_used(&c->in) && !fresh_body(c)))) {
+		if (c->read_eof && (c->state != CL_READING ||
+				    (!fg_buf_used(&c->in) && !fresh_body(c) && !c->parsed_alone))) {
 			fg_client_close(c);
 			return;
 		}

@@ -15,6 +15,7 @@
 
 #include <http_parser.h>
 #include <netinet/in.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -159,6 +160,11 @@ struct fg_client {
 	uint64_t deadline_ns;     /* reading or closing: UINT64_MAX = none */
 	int timeout_status;       /* what to answer when deadline_ns passes (0 = just close) */
 	uint64_t last_progress_ns;/* last successful write */
+	/* its owner reads and parses its request without the workers' shared
+	 * lock (client_cb): set and cleared under the lock, and while set no
+	 * other thread touches it (timers_follow_reload skips it) */
+	bool alone;
+	bool parsed_alone;        /* and parsed body bytes then: process_input acts on it */
 	bool keep_alive;          /* of the current request */
 	bool closing_sent;        /* shutdown(SHUT_WR) done */
 	bool read_eof;
@@ -242,13 +248,17 @@ struct fg_proxy {
 	struct fg_buf scratch;    /* one relay step's output, reused */
 	uint64_t started_ns;
 
-	/* from the policy, in ns / bytes */
-	uint64_t header_ns, body_ns, idle_ns, upstream_ns, tokenize_ns, request_ns;
-	uint64_t max_body;
-	uint64_t max_buffered;    /* agent.limits.max_buffered_bytes, or derived at start */
+	/* from the policy, in ns / bytes; the atomic ones are read by a
+	 * worker's parse without the shared lock while a reload writes them */
+	_Atomic uint64_t header_ns, body_ns;
+	uint64_t idle_ns, upstream_ns, tokenize_ns, request_ns;
+	_Atomic uint64_t max_body;
+	_Atomic uint64_t max_buffered; /* agent.limits.max_buffered_bytes, or derived at start */
 	uint64_t derived_buffered; /* the default: from the cgroup's memory limit */
-	uint64_t buffered;        /* bytes held for all clients now: bodies, their
-				   * rewritten copies, relay buffers, response copies */
+	/* bytes held for all clients now: bodies, their rewritten copies,
+	 * relay buffers, response copies; workers add to it without the lock
+	 * (fg_buffered_take) */
+	_Atomic uint64_t buffered;
 	uint64_t overload_log_ns; /* fg_overload_log: when it last wrote */
 	uint64_t overload_quiet;  /* and how many it kept quiet since */
 	/* "Authorization: Bearer <agent.engine_api_key_file>\r\n", or "" when
@@ -273,6 +283,19 @@ struct fg_proxy {
 	uint64_t engine_preemptions; /* preemptions seen since the agent started */
 	struct fg_pcal *calib;    /* agent.calibration (calib_observer.c) */
 };
+
+/* Count n more bytes held in px->buffered unless that passes the budget
+ * (false, nothing counted): exact between workers taking at once. */
+static inline bool fg_buffered_take(struct fg_proxy *px, uint64_t n)
+{
+	uint64_t cur = atomic_load(&px->buffered), max = px->max_buffered;
+
+	do {
+		if (cur + n > max)
+			return false;
+	} while (!atomic_compare_exchange_weak(&px->buffered, &cur, cur + n));
+	return true;
+}
 
 /* A listener on a policy address (agent.listen, agent.metrics_listen),
  * through lib/listen.c; inline, so the files that listen call lib only. */

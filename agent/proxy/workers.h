@@ -4,8 +4,9 @@
  * with a listener in worker 0's SO_REUSEPORT group, so the kernel spreads
  * new connections over them, and each connection stays on the loop of the
  * worker that accepted it. All loops share one lock (fg_loop_share), held
- * while any callback runs: the gateway, tenants, budgets and pools are as
- * with one thread (docs/design.md, "Workers"). */
+ * while any callback runs but a client's read and parse (proxy_client.c,
+ * client_cb): the gateway, tenants, pools and the engine side are as with
+ * one thread (docs/design.md, "Workers"). */
 #ifndef FAIRGATE_WORKERS_H
 #define FAIRGATE_WORKERS_H
 
