@@ -105,6 +105,9 @@ wrk.headers["Authorization"] = "Bearer $KEY"
 EOF
 SIZE=${FG_BENCH_WORKERS_BODY:-262144}
 chat_body_files "$TMP/body" "$SIZE" "$KEY"
+# the same size of text dense in JSON escapes, which the body check reads
+# slowest (~1.5 ms a MiB): the case where the check is most of the work
+chat_body_files "$TMP/esc" "$SIZE" "$KEY" 'a\"b\\c\nd\u00e9 '
 cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
 run() { # AGENT SECS LUA -> "req/s cores non2xx"
 	local t0 t1 out hz
@@ -125,6 +128,7 @@ range() { sort -g | awk -v f="$1" 'NR == 1 { lo = $1 } { hi = $1 } END { printf 
 # TWO under the same load, rounds interleaved
 compare() {
 	local one=$1 two=$2 lua=$3 r order w rps cores bad ratios
+	rm -f "$TMP"/rps.* "$TMP"/cores.* "$TMP"/round.* # a case's figures only
 	echo "== workers, $4: req/s through fairgated with agent.workers 1 and 2 (wrk -t2 -c64, $ROUNDS interleaved rounds of ${SECS}s) =="
 	run "$one" 1 "$lua" >/dev/null; run "$two" 1 "$lua" >/dev/null # warm: pools, caches
 	for r in $(seq "$ROUNDS"); do
@@ -149,3 +153,5 @@ compare() {
 compare w1 w2 "$TMP/post.lua" "engine-bound (fairgate-sim, a small chat request)"
 echo
 compare b1 b2 "$TMP/body.lua" "proxy-bound (do-nothing upstream, $SIZE-byte chat bodies)"
+echo
+compare b1 b2 "$TMP/esc.lua" "check-bound (do-nothing upstream, $SIZE-byte chat bodies dense in JSON escapes)"

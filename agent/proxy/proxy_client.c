@@ -1287,6 +1287,8 @@ static int read_input(struct fg_client *c)
 				return -1;
 			if ((size_t)n < want)
 				return 0; /* drained; epoll says when there is more */
+			if (!room && c->state == CL_READING && !(x && x->headers_done))
+				return 0; /* a head first: the body after it goes to its own buffer */
 			continue;
 		}
 		if (n < 0 && errno == EINTR)
