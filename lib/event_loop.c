@@ -427,6 +427,11 @@ void fg_loop_retake(struct fg_loop *loop)
 	pthread_mutex_lock(loop->lock);
 }
 
+bool fg_loop_shared(const struct fg_loop *loop)
+{
+	return loop->lock != NULL;
+}
+
 static int next_timeout_ms(struct fg_loop *loop)
 {
 	if (!loop->n_armed)

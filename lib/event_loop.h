@@ -83,6 +83,8 @@ int fg_loop_share(struct fg_loop *loop, pthread_mutex_t *lock);
  * cost of one test. */
 bool fg_loop_release(struct fg_loop *loop);
 void fg_loop_retake(struct fg_loop *loop);
+/* Whether the loop shares a lock with others (fg_loop_share). */
+bool fg_loop_shared(const struct fg_loop *loop);
 
 /* Run until fg_loop_stop(); returns 0, or -1 on an epoll error. Each pass
  * runs only the timers already due, and armed or last moved, when it
