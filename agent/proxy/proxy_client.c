@@ -1224,6 +1224,16 @@ static void process_input(struct fg_client *c)
 	fg_client_timer_due(c); /* the header and body deadlines the parser set */
 }
 
+/* A Content-Length body is on its way: its head judged, bytes of it still
+ * to come (not counting any already received but unparsed). */
+static bool body_arriving(const struct fg_client *c)
+{
+	const struct fg_exchange *x = c->x;
+
+	return c->state == CL_READING && x && x->headers_done && !x->heads_pending && !x->complete &&
+	       x->body_left > x->body_fresh;
+}
+
 /* Where the next recv of a Content-Length body may land straight in the
  * body (no copy through c->in): the room there, up to what the body still
  * lacks; 0 when it goes through c->in (no such body, bytes of it still in
@@ -1235,8 +1245,7 @@ static size_t body_room(struct fg_client *c)
 {
 	struct fg_exchange *x = c->x;
 
-	if (c->state != CL_READING || !x || !x->headers_done || x->heads_pending || x->complete ||
-	    fg_buf_used(&c->in) || x->body_left <= x->body_fresh)
+	if (!body_arriving(c) || fg_buf_used(&c->in))
 		return 0;
 	uint64_t left = x->body_left - x->body_fresh;
 	struct fg_buf *b = &x->body;
@@ -1322,8 +1331,7 @@ static void client_cb(struct fg_loop *loop, int fd, uint32_t events, void *ctx)
 		 * under the lock (process_input). A request that comes whole in
 		 * one read keeps the lock: letting go and taking it back would
 		 * cost a hand-off between busy workers for microseconds of work. */
-		c->alone = c->state == CL_READING && c->x && c->x->headers_done &&
-			   !c->x->heads_pending && !c->x->complete && c->x->body_left;
+		c->alone = body_arriving(c);
 		if (c->alone && fg_loop_release(loop)) {
 			r = read_input(c);
 			if (!r && fresh_body(c)) {

@@ -290,6 +290,8 @@ static inline bool fg_buffered_take(struct fg_proxy *px, uint64_t n)
 {
 	uint64_t cur = atomic_load(&px->buffered), max = px->max_buffered;
 
+	if (!n) /* only the check: no write to the line every worker shares */
+		return cur <= max;
 	do {
 		if (cur + n > max)
 			return false;
