@@ -56,6 +56,9 @@ struct fg_loop {
 	/* while its thread waits in epoll_wait (lock released): when that wait
 	 * ends by itself; 0 = not waiting, or already woken */
 	uint64_t waiting_until_ns;
+	/* shared: how long its thread has held the lock and waited for it
+	 * (fg_loop_lock_times), both written while holding it */
+	uint64_t lock_held_ns, lock_wait_ns, lock_taken_ns;
 };
 
 /* The loop fg_loop_run runs on this thread (NULL outside one). */
@@ -414,17 +417,51 @@ int fg_loop_share(struct fg_loop *loop, pthread_mutex_t *lock)
 	return 0;
 }
 
+/* The shared lock, timed: what a worker serialises is what its N-worker
+ * speed-up is bounded by, measurable where the cores to show it are not. */
+static void lock_take(struct fg_loop *loop)
+{
+	uint64_t asked = fg_now_ns();
+
+	pthread_mutex_lock(loop->lock);
+	loop->lock_taken_ns = fg_now_ns();
+	loop->lock_wait_ns += loop->lock_taken_ns - asked;
+}
+
+static void lock_give(struct fg_loop *loop)
+{
+	if (loop->lock_taken_ns) /* 0: taken by a caller of its own, untimed */
+		loop->lock_held_ns += fg_now_ns() - loop->lock_taken_ns;
+	pthread_mutex_unlock(loop->lock);
+}
+
+void fg_loop_lock(struct fg_loop *loop)
+{
+	lock_take(loop);
+}
+
+void fg_loop_unlock(struct fg_loop *loop)
+{
+	lock_give(loop);
+}
+
+void fg_loop_lock_times(const struct fg_loop *loop, uint64_t *held_ns, uint64_t *wait_ns)
+{
+	*held_ns = loop->lock_held_ns;
+	*wait_ns = loop->lock_wait_ns;
+}
+
 bool fg_loop_release(struct fg_loop *loop)
 {
 	if (!loop->lock)
 		return false;
-	pthread_mutex_unlock(loop->lock);
+	lock_give(loop);
 	return true;
 }
 
 void fg_loop_retake(struct fg_loop *loop)
 {
-	pthread_mutex_lock(loop->lock);
+	lock_take(loop);
 }
 
 bool fg_loop_shared(const struct fg_loop *loop)
@@ -484,12 +521,12 @@ int fg_loop_run(struct fg_loop *loop)
 			loop->waiting_until_ns = fg_now_ns() + (uint64_t)timeout * 1000000ull;
 			if (!loop->waiting_until_ns)
 				loop->waiting_until_ns = 1;
-			pthread_mutex_unlock(loop->lock);
+			lock_give(loop);
 		}
 		int n = epoll_wait(loop->epfd, evs, 128, timeout);
 		int e = errno;
 		if (loop->lock) {
-			pthread_mutex_lock(loop->lock);
+			lock_take(loop);
 			loop->waiting_until_ns = 0;
 		}
 		if (n < 0) {

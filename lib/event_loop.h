@@ -85,6 +85,15 @@ bool fg_loop_release(struct fg_loop *loop);
 void fg_loop_retake(struct fg_loop *loop);
 /* Whether the loop shares a lock with others (fg_loop_share). */
 bool fg_loop_shared(const struct fg_loop *loop);
+/* A shared loop's thread takes and gives its lock outside fg_loop_run
+ * (before the first run, around joining the others) through these, so
+ * what it holds is timed. */
+void fg_loop_lock(struct fg_loop *loop);
+void fg_loop_unlock(struct fg_loop *loop);
+/* How long the loop's thread has held the shared lock (callbacks and
+ * timers, and any holding outside fg_loop_run) and waited to take it;
+ * read by a thread holding the lock. */
+void fg_loop_lock_times(const struct fg_loop *loop, uint64_t *held_ns, uint64_t *wait_ns);
 
 /* Run until fg_loop_stop(); returns 0, or -1 on an epoll error. Each pass
  * runs only the timers already due, and armed or last moved, when it

@@ -150,7 +150,7 @@ enum fg_route_verdict fg_route_target(const struct fg_agent *a, uint32_t method,
 	}
 	if ((*why = fg_url_path_problem(target, plen)))
 		return FG_ROUTE_BAD_TARGET;
-	const struct fg_passthrough *e = find_passthrough(a, target, plen);
+	const struct fg_passthrough *e = a ? find_passthrough(a, target, plen) : NULL;
 	if (!e)
 		return FG_ROUTE_NOT_FOUND;
 	if (!(e->methods & method)) {

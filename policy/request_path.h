@@ -57,7 +57,8 @@ void fg_methods_text(uint32_t methods, char *out, size_t len);
 const char *fg_url_path_problem(const char *path, size_t len);
 
 /* Route an origin-form target ("/path?query") with method bit `method`
- * against the built-in routes and then a's passthrough table. *why: for
+ * against the built-in routes and then a's passthrough table (a NULL: the
+ * built-in routes only, which need no policy). *why: for
  * FG_ROUTE_BAD_TARGET, what is wrong with the target. */
 enum fg_route_verdict fg_route_target(const struct fg_agent *a, uint32_t method, const char *target,
 				      size_t len, struct fg_route *out, const char **why);

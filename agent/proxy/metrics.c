@@ -443,10 +443,28 @@ char *fg_metrics_render(struct fg_proxy *px, size_t *len)
 	for (uint32_t i = 0; i < fg_workers_count(px->workers); i++)
 		fg_buf_printf(&o, "fairgate_worker_connections_total{worker=\"%u\"} %llu\n", i,
 			      (unsigned long long)fg_workers_accepted(px->workers, i));
+	uint64_t held, wait;
+	if (fg_workers_lock_times(px->workers, 0, &held, &wait)) {
+		help(&o, "fairgate_worker_lock_held_seconds_total", "counter",
+		     "Time each proxy worker held the lock the workers share (agent.workers > 1): "
+		     "what it runs under it is serial across workers.");
+		for (uint32_t i = 0; fg_workers_lock_times(px->workers, i, &held, &wait); i++)
+			fg_buf_printf(&o, "fairgate_worker_lock_held_seconds_total{worker=\"%u\"} %.6f\n", i,
+				      (double)held / 1e9);
+		help(&o, "fairgate_worker_lock_wait_seconds_total", "counter",
+		     "Time each proxy worker waited to take the workers' shared lock.");
+		for (uint32_t i = 0; fg_workers_lock_times(px->workers, i, &held, &wait); i++)
+			fg_buf_printf(&o, "fairgate_worker_lock_wait_seconds_total{worker=\"%u\"} %.6f\n", i,
+				      (double)wait / 1e9);
+	}
 	help(&o, "fairgate_engine_connections", "gauge", "Connections to the engine by state.");
 	fg_buf_printf(&o, "fairgate_engine_connections{state=\"busy\"} %u\n", px->n_busy);
 	fg_buf_printf(&o, "fairgate_engine_connections{state=\"idle\"} %u\n",
 		      px->engine.n_idle + px->long_pool.n_idle);
+	help(&o, "fairgate_engine_connection_moves_total", "counter",
+	     "Pooled engine connections moved to the worker of the client that took them (agent.workers > 1).");
+	fg_buf_printf(&o, "fairgate_engine_connection_moves_total %llu\n",
+		      (unsigned long long)px->metrics.engine_moves);
 	const struct fg_gateway *gw = px->gw;
 	double prior = gw->policy->replica.model.chars_per_token;
 	help(&o, "fairgate_tenant_chars_per_token", "gauge",

@@ -21,6 +21,7 @@ struct fg_metrics {
 	uint64_t over_budget;           /* 503s: a body past agent.limits.max_buffered_bytes */
 	uint64_t connections_total;
 	uint64_t engine_connects;
+	uint64_t engine_moves;    /* pooled connections moved to another worker's loop */
 	uint64_t engine_failures;
 	uint64_t engine_retries;
 	uint64_t refused_path[3];       /* 400 non-canonical target, 404, 405 */

@@ -61,13 +61,18 @@ static void timers_follow_reload(struct fg_proxy *px, uint64_t old_idle_ns, uint
 		return;
 	for (l = px->clients.next; l != &px->clients; l = l->next) {
 		struct fg_client *c = fg_container_of(l, struct fg_client, link);
-		/* a client its worker parses without the lock re-arms its own
-		 * timer when it takes the lock back (process_input) */
+		/* a client its worker reads, parses or sends for without the
+		 * lock re-arms its own timer when it takes the lock back
+		 * (process_input, send_on_own_loop) */
 		if (!c->alone)
 			fg_client_timer_due(c);
 	}
-	for (l = px->busy.next; l != &px->busy; l = l->next)
-		fg_upstream_timer_due(fg_container_of(l, struct fg_upstream, link));
+	for (l = px->busy.next; l != &px->busy; l = l->next) {
+		struct fg_upstream *u = fg_container_of(l, struct fg_upstream, link);
+		/* nor its engine connection, sending without the lock */
+		if (!u->client || !u->client->alone)
+			fg_upstream_timer_due(u);
+	}
 }
 
 static void take_config(struct fg_proxy *px, const struct fg_policy *p)

@@ -23,6 +23,8 @@
 #include "agent/proxy/proxy_internal.h"
 
 #define READ_CHUNK (64u << 10)
+/* most heads: what a new request's first read takes with workers */
+#define HEAD_READ (4u << 10)
 
 static void client_cb(struct fg_loop *loop, int fd, uint32_t events, void *ctx);
 static void client_timer_cb(struct fg_loop *loop, void *ctx);
@@ -270,7 +272,9 @@ void fg_client_account(struct fg_client *c)
 	uint64_t held = fg_buf_used(&c->out) +
 			(x ? fg_buf_used(&x->resp_copy) + x->fwd.head_len : 0);
 
-	c->px->buffered = c->px->buffered - c->held + held;
+	/* one atomic add (of the difference, modulo 2^64): a load and a
+	 * store would lose what a worker reading a body alone took between */
+	atomic_fetch_add(&c->px->buffered, held - c->held);
 	c->held = held;
 }
 
@@ -417,6 +421,25 @@ static int flush_or_close(struct fg_client *c)
 int fg_client_flush(struct fg_client *c)
 {
 	return flush_or_close(c);
+}
+
+bool fg_client_go_alone(struct fg_client *c)
+{
+	if (!fg_loop_shared(c->loop) || fg_loop_current() != c->loop)
+		return false;
+	c->alone = true;
+	fg_loop_release(c->loop);
+	return true;
+}
+
+void fg_client_back(struct fg_client *c)
+{
+	fg_loop_retake(c->loop);
+	c->alone = false;
+	/* a reload's pull-in skipped both while c was alone */
+	fg_client_timer_due(c);
+	if (c->x && c->x->up)
+		fg_upstream_timer_due(c->x->up);
 }
 
 void fg_client_send_early(struct fg_client *c)
@@ -1155,6 +1178,37 @@ static bool fast_request(struct fg_client *c)
 	return true;
 }
 
+/* With workers, without the lock (client_cb): a whole request that came in
+ * one read is taken (fast_request touches only c and the proxy's atomics)
+ * and, on a connection that authenticated before and sends the key it
+ * remembers, its body is checked for its built-in route's API (the scan
+ * parse_body then finishes); no policy is read, so the key, the route,
+ * the tenant and admission are still judged under the lock
+ * (handle_request). A connection that never authenticated gets no check
+ * before it has. true: taken, for process_input to handle. */
+static bool take_whole_alone(struct fg_client *c)
+{
+	if (!c->memo || !fg_buf_used(&c->in) || (c->x && c->x->started))
+		return false;
+	if (!c->x && !(c->x = calloc(1, sizeof(*c->x))))
+		return false; /* process_input says so, under the lock */
+	struct fg_exchange *x = c->x;
+	if (!fast_request(c))
+		return false;
+	size_t len, tlen = 0;
+	const char *v = fg_hdrs_get(&x->hdrs, "authorization", &len);
+	const char *tok = v ? fg_bearer_token(v, len, &tlen) : NULL;
+	struct fg_route rt;
+	const char *why;
+	if (tok && tlen == c->memo->len && !memcmp(tok, c->memo->key, tlen) &&
+	    !fg_hdrs_get(&x->hdrs, FG_TENANT_HEADER, &len) && fg_buf_used(&x->body) &&
+	    fg_route_target(NULL, method_bit(c->parser.method), x->hdrs.raw.data + x->url,
+			    x->url_len, &rt, &why) == FG_ROUTE_OK &&
+	    rt.api != FG_API_NONE && (x->scan = fg_request_scan_new(rt.api)))
+		fg_request_scan_feed(x->scan, fg_buf_head(&x->body), fg_buf_used(&x->body));
+	return true;
+}
+
 /* Body bytes read_input received into the body's tail, not yet parsed:
  * they come before anything in c->in. */
 static size_t fresh_body(const struct fg_client *c)
@@ -1234,6 +1288,14 @@ static bool body_arriving(const struct fg_client *c)
 	       x->body_left > x->body_fresh;
 }
 
+/* A request's head is still to come (or to complete): with workers it is
+ * received without the lock, and parsed under it (its end judges the key,
+ * the tenant, the limits). */
+static bool reading_head(const struct fg_client *c)
+{
+	return c->state == CL_READING && !(c->x && c->x->headers_done);
+}
+
 /* Where the next recv of a Content-Length body may land straight in the
  * body (no copy through c->in): the room there, up to what the body still
  * lacks; 0 when it goes through c->in (no such body, bytes of it still in
@@ -1286,6 +1348,12 @@ static int read_input(struct fg_client *c)
 			return 0; /* room full, or a wakeup's worth read: parsed first */
 		char *into = room ? x->body.data + x->body.len + x->body_fresh : chunk;
 		size_t want = room ? room : sizeof(chunk);
+		/* with workers, a new request's first read takes about a head:
+		 * the body after it is then read and checked without the lock
+		 * (client_cb), not parsed from c->in under it */
+		if (!room && c->state == CL_READING && !(x && x->headers_done) &&
+		    fg_loop_shared(c->loop) && want > HEAD_READ)
+			want = HEAD_READ;
 		ssize_t n = recv(c->fd, into, want, MSG_DONTWAIT);
 		if (n > 0) {
 			if (room)
@@ -1317,33 +1385,34 @@ static int read_input(struct fg_client *c)
 static void client_cb(struct fg_loop *loop, int fd, uint32_t events, void *ctx)
 {
 	struct fg_client *c = ctx;
+	(void)loop; /* c->loop */
 	(void)fd;
 
 	if (events & EPOLLOUT && flush_or_close(c))
 		return;
 	if (events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) {
 		int r;
-		/* With workers, a body still arriving is read and checked without
-		 * the shared lock: no other thread touches a client while it is
-		 * alone (the reload's timer pull-in skips it), and the parse of
-		 * body bytes touches only it, its exchange and the proxy's atomics
-		 * (the budget, the limits). What the parse stopped at is acted on
-		 * under the lock (process_input). A request that comes whole in
-		 * one read keeps the lock: letting go and taking it back would
-		 * cost a hand-off between busy workers for microseconds of work. */
-		c->alone = body_arriving(c);
-		if (c->alone && fg_loop_release(loop)) {
+		/* With workers, a head is received, and a body still arriving
+		 * received and checked, without the shared lock: no other thread
+		 * touches a client while it is alone (the reload's timer pull-in
+		 * skips it), and the parse of body bytes touches only it, its
+		 * exchange and the proxy's atomics (the budget, the limits). The
+		 * head is parsed, and what the body's parse stopped at acted on,
+		 * under the lock (process_input). */
+		bool head = reading_head(c);
+		if ((head || body_arriving(c)) && fg_client_go_alone(c)) {
 			r = read_input(c);
 			if (!r && fresh_body(c)) {
 				size_t used;
 				parse_next(c, &used);
 				c->parsed_alone = true;
+			} else if (!r && head && take_whole_alone(c)) {
+				c->parsed_alone = true;
 			}
-			fg_loop_retake(loop);
+			fg_client_back(c);
 		} else {
 			r = read_input(c);
 		}
-		c->alone = false;
 		if (r) {
 			fg_client_close(c);
 			return;

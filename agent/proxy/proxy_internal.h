@@ -130,6 +130,9 @@ struct fg_exchange {
 	char cut_code[32];
 	char cut_reason[200];
 	struct fg_pcal_req pcal;  /* what calibration follows of it at the engine */
+	/* fg_exchange_read_usage ran: what the response body reported */
+	bool usage_read, usage_known;
+	struct fg_usage usage;
 
 	struct fg_hdrs hdrs;
 	struct fg_hdrs rhdrs;     /* the engine's response headers */
@@ -160,9 +163,11 @@ struct fg_client {
 	uint64_t deadline_ns;     /* reading or closing: UINT64_MAX = none */
 	int timeout_status;       /* what to answer when deadline_ns passes (0 = just close) */
 	uint64_t last_progress_ns;/* last successful write */
-	/* its owner reads and parses its request without the workers' shared
-	 * lock (client_cb): set and cleared under the lock, and while set no
-	 * other thread touches it (timers_follow_reload skips it) */
+	/* its owner reads and parses its request (client_cb), or sends it to
+	 * the engine (proxy_upstream.c, send_on_own_loop), without the
+	 * workers' shared lock: set and cleared under the lock, and while set
+	 * no other thread touches it or its engine connection
+	 * (timers_follow_reload skips both) */
 	bool alone;
 	bool parsed_alone;        /* and parsed body bytes then: process_input acts on it */
 	bool keep_alive;          /* of the current request */
@@ -200,7 +205,9 @@ struct fg_pool {
 struct fg_upstream {
 	struct fg_link link;      /* its pool's idle list or the proxy's busy list */
 	struct fg_proxy *px;
-	struct fg_loop *loop;     /* where its fd and timer are (connect_new) */
+	/* where its fd and timer are: its client's loop while it serves one
+	 * (connect_new, pool_get), so one thread owns the pair */
+	struct fg_loop *loop;
 	struct fg_pool *pool;
 	int fd;
 	bool connecting;
@@ -347,8 +354,16 @@ void fg_client_resume(struct fg_client *c);
  * the buffered-bytes budget (px->buffered) as it is now. */
 void fg_client_account(struct fg_client *c);
 /* One send of what is buffered, never closing: a failure is left to the
- * next flush, so c stays valid. */
+ * next flush, so c stays valid. Touches only c: callable alone. */
 void fg_client_send_early(struct fg_client *c);
+/* With workers, from a callback of c's own loop: let go of the shared lock
+ * for I/O on c or its engine connection that touches only them (c->alone
+ * set: no other thread touches either meanwhile), then fg_client_back
+ * before anything else; false (nothing let go) without workers or on
+ * another loop. fg_client_back takes the lock back and re-arms the timers
+ * a reload's pull-in skipped. */
+bool fg_client_go_alone(struct fg_client *c);
+void fg_client_back(struct fg_client *c);
 void fg_client_update_events(struct fg_client *c);
 /* Append a proxy-made error response; ends the exchange. */
 void fg_client_error(struct fg_client *c, int status, const char *type, const char *code,
@@ -375,6 +390,10 @@ void fg_upstream_close(struct fg_upstream *u);
 /* proxy_settle.c: settle an exchange on whatever is known (usage,
  * delivered, failure); the one end of every request. */
 void fg_exchange_settle(struct fg_client *c, enum fg_outcome o);
+/* The usage a complete non-stream answer reports, read from its copy
+ * ahead of fg_exchange_settle, which then takes it as read: it touches
+ * only x, so a worker runs it without the shared lock. */
+void fg_exchange_read_usage(struct fg_exchange *x);
 
 /* proxy_sched.c */
 int fg_sched_start(struct fg_proxy *px, char *err, size_t errlen);

@@ -46,6 +46,16 @@ static bool usage_of_body(const char *p, size_t n, struct fg_usage *u)
 	return ok;
 }
 
+void fg_exchange_read_usage(struct fg_exchange *x)
+{
+	if (x->sse || !fg_buf_used(&x->resp_copy) || x->resp_copy_overflow)
+		return;
+	x->usage = (struct fg_usage){ 0 };
+	x->usage_known = usage_of_body(fg_buf_head(&x->resp_copy), fg_buf_used(&x->resp_copy),
+				       &x->usage);
+	x->usage_read = true;
+}
+
 void fg_exchange_settle(struct fg_client *c, enum fg_outcome o)
 {
 	struct fg_proxy *px = c->px;
@@ -69,6 +79,9 @@ void fg_exchange_settle(struct fg_client *c, enum fg_outcome o)
 		u = x->sse_state.usage;
 		u.completion_tokens = fg_sse_output(&x->sse_state);
 		have_usage = true;
+	} else if (!x->sse && x->usage_read) {
+		u = x->usage;
+		have_usage = x->usage_known;
 	} else if (!x->sse && fg_buf_used(&x->resp_copy) && !x->resp_copy_overflow) {
 		have_usage = usage_of_body(fg_buf_head(&x->resp_copy), fg_buf_used(&x->resp_copy), &u);
 	}

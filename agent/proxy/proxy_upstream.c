@@ -81,11 +81,55 @@ int fg_pool_set(struct fg_proxy *px, struct fg_pool *pool, const struct fg_hostp
 	return 0;
 }
 
-static struct fg_upstream *pool_get(struct fg_pool *pool)
+/* An idle connection moves to LOOP: its fd and its timer leave the loop it
+ * was on. -1 (nothing changed) when LOOP cannot take it. */
+static int move_to_loop(struct fg_upstream *u, struct fg_loop *loop)
 {
-	if (fg_link_empty(&pool->idle))
+	uint64_t timer = fg_loop_timer_at(loop, UINT64_MAX, upstream_timer_cb, u);
+
+	if (!timer)
+		return -1;
+	fg_loop_del(u->loop, u->fd);
+	if (fg_loop_add(loop, u->fd, u->events, upstream_cb, u)) {
+		fg_loop_timer_cancel(loop, timer);
+		/* back where it was, or closed by the caller if even that fails */
+		return fg_loop_add(u->loop, u->fd, u->events, upstream_cb, u) ? -2 : -1;
+	}
+	fg_loop_timer_cancel(u->loop, u->timer);
+	u->timer = timer;
+	u->loop = loop;
+	u->px->metrics.engine_moves++;
+	return 0;
+}
+
+/* The most recently used idle connection for a client on LOOP. With
+ * workers an exchange's engine connection is on its client's loop, so one
+ * thread owns both (what lets a worker send and relay without the shared
+ * lock, docs/design.md "Workers"): one of the few most recent on LOOP is
+ * taken as it is, else the most recent moves to LOOP (two epoll_ctl). */
+#define POOL_SAME_LOOP_LOOKS 8
+static struct fg_upstream *pool_get(struct fg_pool *pool, struct fg_loop *loop)
+{
+	struct fg_link *l = pool->idle.next;
+	struct fg_upstream *u = NULL;
+
+	for (int i = 0; l != &pool->idle && i < POOL_SAME_LOOP_LOOKS; i++, l = l->next) {
+		struct fg_upstream *v = fg_container_of(l, struct fg_upstream, link);
+		if (v->loop == loop) {
+			u = v;
+			break;
+		}
+	}
+	if (!u && !fg_link_empty(&pool->idle)) {
+		u = fg_container_of(pool->idle.next, struct fg_upstream, link);
+		int moved = move_to_loop(u, loop);
+		if (moved == -2)
+			fg_upstream_close(u); /* registered nowhere: unusable */
+		if (moved)
+			return NULL; /* the caller connects anew */
+	}
+	if (!u)
 		return NULL;
-	struct fg_upstream *u = fg_container_of(pool->idle.next, struct fg_upstream, link);
 	struct fg_proxy *px = u->px;
 	fg_link_del(&u->link);
 	pool->n_idle--;
@@ -176,9 +220,8 @@ int fg_pool_socket(struct fg_proxy *px, struct fg_pool *pool)
 	return pool_socket(px, pool, &in_progress);
 }
 
-/* On LOOP, the loop of the client it is made for; it stays there when a
- * client of another worker reuses it from the pool (all loops share one
- * lock, fg_loop_share). */
+/* On LOOP, the loop of the client it is made for (pool_get moves it to
+ * the loop of a later client of another worker). */
 static struct fg_upstream *connect_new(struct fg_proxy *px, struct fg_loop *loop,
 				       struct fg_pool *pool)
 {
@@ -283,8 +326,10 @@ static int body_iov(const struct fg_exchange *x, size_t sent, struct iovec *iov)
 	return m;
 }
 
-/* Send what is left of head + body; 1 = done, 0 = later, -1 = failed. */
-static int upstream_send(struct fg_upstream *u)
+/* Send what is left of head + body; 1 = done, 0 = later, -1 = failed.
+ * Touches only u and its exchange's body: it runs without the workers'
+ * lock (upstream_cb), so no loop call here (upstream_send sets events). */
+static int send_some(struct fg_upstream *u)
 {
 	struct fg_exchange *x = u->client->x;
 
@@ -295,20 +340,14 @@ static int upstream_send(struct fg_upstream *u)
 		if (head_left)
 			iov[n++] = (struct iovec){ fg_buf_head(&u->out), head_left };
 		n += body_iov(x, u->body_sent, iov + n);
-		if (!n) {
-			set_events(u, EPOLLIN | EPOLLRDHUP);
+		if (!n)
 			return 1;
-		}
 		struct msghdr mh = { .msg_iov = iov, .msg_iovlen = (size_t)n };
 		ssize_t w = sendmsg(u->fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
 		if (w < 0) {
 			if (errno == EINTR)
 				continue;
-			if (errno == EAGAIN || errno == EWOULDBLOCK) {
-				set_events(u, EPOLLIN | EPOLLOUT | EPOLLRDHUP);
-				return 0;
-			}
-			return -1;
+			return errno == EAGAIN || errno == EWOULDBLOCK ? 0 : -1;
 		}
 		size_t from_head = (size_t)w < head_left ? (size_t)w : head_left;
 		fg_buf_consume(&u->out, from_head);
@@ -316,6 +355,48 @@ static int upstream_send(struct fg_upstream *u)
 			fg_buf_free(&u->out); /* a pooled connection keeps no head */
 		u->body_sent += (size_t)w - from_head;
 	}
+}
+
+static int sent_events(struct fg_upstream *u, int rc)
+{
+	if (rc >= 0)
+		set_events(u, EPOLLIN | EPOLLRDHUP | (rc ? 0 : EPOLLOUT));
+	return rc;
+}
+
+static int upstream_send(struct fg_upstream *u)
+{
+	return sent_events(u, send_some(u));
+}
+
+/* With workers, a request of at least this much is sent to the engine by
+ * its owner without the shared lock (upstream_cb): below it the hand-off
+ * of the lock costs more than the copy into the socket. */
+#define SEND_ALONE_MIN (32u << 10)
+
+static bool send_alone(const struct fg_upstream *u)
+{
+	const struct fg_exchange *x = u->client->x;
+	size_t body = x->fwd.head ? x->fwd.len : fg_buf_used(&x->body);
+	size_t left = fg_buf_used(&u->out) + (body > u->body_sent ? body - u->body_sent : 0);
+
+	return left >= SEND_ALONE_MIN && fg_loop_shared(u->loop) && u->loop == u->client->loop;
+}
+
+/* On u's own loop: the send, without the lock when send_alone. Alone, no
+ * other thread touches the client or u (the one thread that owns both is
+ * this one; the reload's pull-in skips a client that is alone), and the
+ * send reads only u and the exchange's body. */
+static int send_on_own_loop(struct fg_upstream *u)
+{
+	struct fg_client *c = u->client;
+
+	if (!send_alone(u) || !fg_client_go_alone(c))
+		return upstream_send(u);
+	int rc = send_some(u), e = errno;
+	fg_client_back(c);
+	errno = e;
+	return sent_events(u, rc);
 }
 
 static void fail(struct fg_upstream *u, int status, const char *code, const char *why,
@@ -337,16 +418,17 @@ static int start_exchange(struct fg_client *c, struct fg_upstream *u)
 	fg_upstream_timer_due(u);
 	if (build_request(c, u))
 		return -1;
-	if (!u->connecting) {
-		int rc = upstream_send(u);
-		if (rc < 0)
-			return -1;
-		u->body_sent_all = rc == 1;
-	} else {
-		u->body_sent_all = false;
-	}
-	if (u->connecting)
+	u->body_sent_all = false;
+	if (u->connecting || send_alone(u)) {
+		/* connected, or a request its owner sends without the lock:
+		 * upstream_cb on u's loop, at EPOLLOUT */
 		set_events(u, EPOLLOUT | EPOLLIN | EPOLLRDHUP);
+		return 0;
+	}
+	int rc = upstream_send(u);
+	if (rc < 0)
+		return -1;
+	u->body_sent_all = rc == 1;
 	return 0;
 }
 
@@ -364,7 +446,7 @@ static int dispatch(struct fg_client *c, bool fresh)
 {
 	struct fg_proxy *px = c->px;
 	struct fg_pool *pool = c->x->long_ctx ? &px->long_pool : &px->engine;
-	struct fg_upstream *u = fresh ? NULL : pool_get(pool);
+	struct fg_upstream *u = fresh ? NULL : pool_get(pool, c->loop);
 
 	if (!u)
 		u = connect_new(px, c->loop, pool);
@@ -657,8 +739,14 @@ static void finish(struct fg_upstream *u, bool reusable)
 	else
 		fg_upstream_close(u);
 	/* the answer leaves first: settling (a usage parse) never delays it,
-	 * and nothing else runs before the books are closed */
+	 * and nothing else runs before the books are closed; with workers
+	 * the send and the usage parse run without the shared lock */
+	bool alone = fg_client_go_alone(c);
 	fg_client_send_early(c);
+	if (c->x->reserved)
+		fg_exchange_read_usage(c->x);
+	if (alone)
+		fg_client_back(c);
 	if (c->x->reserved)
 		fg_exchange_settle(c, c->x->cut_off ? c->x->cut_outcome : outcome_of(c->x->status));
 	fg_client_exchange_done(c);
@@ -755,13 +843,28 @@ static int fast_read(struct fg_upstream *u, const char *p, size_t n, size_t *don
 	return 1;
 }
 
+/* With workers, the engine's bytes are received without the shared lock
+ * (fg_client_go_alone: u is on its client's loop, this one) and relayed
+ * under it: the relay reports output to the gateway. */
+static ssize_t upstream_recv(struct fg_upstream *u, char *buf, size_t len)
+{
+	bool alone = fg_client_go_alone(u->client);
+	ssize_t n = recv(u->fd, buf, len, MSG_DONTWAIT);
+	int e = errno;
+
+	if (alone)
+		fg_client_back(u->client);
+	errno = e;
+	return n;
+}
+
 static void upstream_read(struct fg_upstream *u)
 {
-	static char buf[READ_CHUNK];
+	static __thread char buf[READ_CHUNK];
 	struct fg_client *c = u->client;
 
 	for (;;) {
-		ssize_t n = recv(u->fd, buf, sizeof(buf), MSG_DONTWAIT);
+		ssize_t n = upstream_recv(u, buf, sizeof(buf));
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
@@ -843,8 +946,8 @@ static void upstream_cb(struct fg_loop *loop, int fd, uint32_t events, void *ctx
 		u->deadline_ns = fg_now_ns() + u->px->upstream_ns;
 		fg_upstream_timer_due(u);
 	}
-	if (events & EPOLLOUT) {
-		int rc = upstream_send(u);
+	if (events & EPOLLOUT && !u->body_sent_all) {
+		int rc = send_on_own_loop(u);
 		if (rc < 0) {
 			fail(u, 502, "engine_error", strerror(errno), true);
 			return;

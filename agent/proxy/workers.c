@@ -114,7 +114,7 @@ static void *worker_main(void *arg)
 
 	snprintf(name, sizeof(name), "fg-worker-%u", w->index);
 	pthread_setname_np(pthread_self(), name);
-	pthread_mutex_lock(&all->lock);
+	fg_loop_lock(w->loop);
 	if (!w->stop && fg_loop_run(w->loop)) {
 		/* a worker whose loop failed would leave its share of the
 		 * listener group unserved: the agent stops instead */
@@ -122,7 +122,7 @@ static void *worker_main(void *arg)
 			strerror(errno));
 		fg_loop_stop(all->px->st->loop);
 	}
-	pthread_mutex_unlock(&all->lock);
+	fg_loop_unlock(w->loop);
 	fg_sha256_thread_end();
 	return NULL;
 }
@@ -159,7 +159,7 @@ int fg_workers_start(struct fg_proxy *px, uint32_t n, char *err, size_t errlen)
 		pthread_mutex_destroy(&all->lock);
 		return -1;
 	}
-	pthread_mutex_lock(&all->lock);
+	fg_loop_lock(main_loop);
 	all->shared = true;
 	for (uint32_t i = 1; i < n; i++) {
 		struct fg_worker *w = &all->w[i];
@@ -198,13 +198,13 @@ void fg_workers_stop(struct fg_proxy *px)
 			fg_loop_stop(all->w[i].loop);
 	}
 	/* the threads need the lock to see the stop and leave their loops */
-	pthread_mutex_unlock(&all->lock);
+	fg_loop_unlock(px->st->loop);
 	for (uint32_t i = 1; i < all->n; i++)
 		if (all->w[i].running) {
 			pthread_join(all->w[i].thread, NULL);
 			all->w[i].running = false;
 		}
-	pthread_mutex_lock(&all->lock);
+	fg_loop_lock(px->st->loop);
 	for (uint32_t i = 1; i < all->n; i++) {
 		struct fg_worker *w = &all->w[i];
 		if (w->listen_fd >= 0) {
@@ -245,4 +245,13 @@ uint32_t fg_workers_count(const struct fg_workers *w)
 uint64_t fg_workers_accepted(const struct fg_workers *w, uint32_t i)
 {
 	return w && i < w->n ? w->w[i].accepted : 0;
+}
+
+bool fg_workers_lock_times(const struct fg_workers *w, uint32_t i, uint64_t *held_ns,
+			   uint64_t *wait_ns)
+{
+	if (!w || !w->shared || i >= w->n || !w->w[i].loop)
+		return false;
+	fg_loop_lock_times(w->w[i].loop, held_ns, wait_ns);
+	return true;
 }

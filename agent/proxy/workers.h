@@ -4,8 +4,9 @@
  * with a listener in worker 0's SO_REUSEPORT group, so the kernel spreads
  * new connections over them, and each connection stays on the loop of the
  * worker that accepted it. All loops share one lock (fg_loop_share), held
- * while any callback runs but a client's read and parse (proxy_client.c,
- * client_cb): the gateway, tenants, pools and the engine side are as with
+ * while any callback runs but a client's body read and parse (proxy_client.c,
+ * client_cb) and a large request's send to the engine (proxy_upstream.c,
+ * send_on_own_loop): the gateway, tenants, pools and the engine side are as with
  * one thread (docs/design.md, "Workers"). */
 #ifndef FAIRGATE_WORKERS_H
 #define FAIRGATE_WORKERS_H
@@ -36,5 +37,10 @@ void fg_workers_free(struct fg_proxy *px);
 uint32_t fg_workers_count(const struct fg_workers *w);
 /* Connections worker i accepted since the start. */
 uint64_t fg_workers_accepted(const struct fg_workers *w, uint32_t i);
+/* With more than one worker: how long worker i has held the shared lock
+ * and waited for it (fg_loop_lock_times); false with one worker (no lock).
+ * Read holding the lock. */
+bool fg_workers_lock_times(const struct fg_workers *w, uint32_t i, uint64_t *held_ns,
+			   uint64_t *wait_ns);
 
 #endif

@@ -5,12 +5,16 @@
 # them); a tenant's quota across the two is exact: of 24 requests sent at
 # once on 24 connections, exactly as many are admitted as the bucket holds
 # at their price (the rest answered 429), and it is billed exactly that;
-# the other tenant on the same workers is untouched. Then the body check
+# the other tenant on the same workers is untouched. Before that, requests
+# one after another on new connections share one engine connection, which
+# moves to the worker of each client in turn; large bodies sent by the
+# worker without the lock arrive whole. Then the body check
 # in parallel: 16 clients stream large bodies (20,000 token ids, ~120 KB)
 # slowly and at once, so both workers read and check bodies during the
 # same second (taking turns under the shared lock); every answer is right (exactly as
 # many 200s as gamma's bucket holds, the rest 429) and gamma is billed
-# exactly that. The agent exits cleanly (both threads joined, nothing
+# exactly that. Keep-alive load over both workers leaves the buffered-bytes
+# budget at exactly 0. The agent exits cleanly (both threads joined, nothing
 # leaked; under the ThreadSanitizer build, no race reported).
 source "$(dirname "$0")/proxy_env.inc"
 
@@ -46,9 +50,35 @@ burst() {
 	expect_eq "$name: every client got an answer" "$failed" 0
 }
 codes() { cat "$PX_TMP/$1".code* | grep -c "^$2\$"; } # NAME STATUS: how many answered it
+
+# an engine connection follows its client's worker: requests one after
+# another, each on a new connection (spread by the kernel over the two
+# workers), share one pooled engine connection, moved to the worker of
+# the client that takes it; each 20,000-token body (~120 KB), sent to the
+# engine by that worker without the shared lock, reaches it whole
+c0=$(metric fairgate_engine_connects_total) m0=$(metric fairgate_engine_connection_moves_total)
+s0=$(worker 0) s1=$(worker 1) whole=0 n=12
+for i in $(seq 1 $n); do
+	printf '{"prompt":[%s,%s],"max_tokens":10}' $((70000 + i)) "$(seq -s, 1 19999)" >"$PX_TMP/seq$i"
+	pc "$PX_URL/v1/completions" -H "Authorization: Bearer $PX_KEY_A" -H 'Content-Type: application/json' \
+		--data-binary "@$PX_TMP/seq$i" -o "$PX_TMP/seq.out$i"
+	jq -e '.usage.prompt_tokens == 20000' "$PX_TMP/seq.out$i" >/dev/null && whole=$((whole + 1))
+done
+expect_eq "$n large bodies one after another reached the engine whole" "$whole" $n
+s0=$(($(worker 0) - s0)) s1=$(($(worker 1) - s1))
+moves=$(($(metric fairgate_engine_connection_moves_total) - m0))
+connects=$(($(metric fairgate_engine_connects_total) - c0))
+check "both workers took some of them ($s0 + $s1)" test "$s0" -gt 0 -a "$s1" -gt 0
+check "the pooled engine connection moved between the workers ($moves times)" test "$moves" -gt 0
+check "and was reused: $connects new engine connection(s) for $n requests" test "$connects" -ge 1 -a "$connects" -le 2
+for w in 0 1; do
+	held=$(metric "fairgate_worker_lock_held_seconds_total{worker=\"$w\"}")
+	check "worker $w's time holding the shared lock is counted ($held s)" \
+		awk -v h="$held" 'BEGIN { exit !(h > 0 && h < 600) }'
+done
+
 # the start's port probe was a connection too
 b0=$(worker 0) b1=$(worker 1)
-
 price=$(px_price 100 10)
 want=$(awk -v p="$price" 'BEGIN { printf "%d", 1000 / p }')
 check "the price ($price units) fits a whole number of times with room for refill ($want)" \
@@ -108,5 +138,28 @@ expect_eq "gamma: the refusals counted" "$(tenant_field gamma rejected)" $((n - 
 code=$(pc "$PX_URL/v1/completions" -H "Authorization: Bearer $PX_KEY_A" -H 'Content-Type: application/json' \
 	--data-binary "@$PX_TMP/body1" -o /dev/null -w '%{http_code}')
 expect_eq "alpha on the same workers is served" "$code" 200
+
+# keep-alive load over both workers: 8 clients at once, each 30 requests
+# on one connection, small and ~120 KB bodies in turn, so requests taken
+# whole, bodies read alone and answers relayed meet in the same moments;
+# every one is served, and once they are done the buffered-bytes budget
+# is back at exactly 0 (a worker's compare-and-swap on it and another's
+# update under the lock lose nothing)
+n=8 per=30 pids=()
+for j in $(seq 1 $n); do
+	args=()
+	for k in $(seq 1 $per); do
+		f=body$(((j + k) % 24 + 1))
+		[ $((k % 2)) -eq 0 ] && f=seq$(((j + k) % 12 + 1))
+		[ "$k" -gt 1 ] && args+=(--next)
+		args+=(--max-time 30 -H "Authorization: Bearer $PX_KEY_A" -H 'Content-Type: application/json'
+			--data-binary "@$PX_TMP/$f" -o /dev/null -w '%{http_code}\n' "$PX_URL/v1/completions")
+	done
+	pc "${args[@]}" >"$PX_TMP/load.code$j" &
+	pids+=($!)
+done
+for p in "${pids[@]}"; do wait "$p"; done # not the agent's and the engine's
+expect_eq "keep-alive load: all $((n * per)) requests served" "$(codes load 200)" $((n * per))
+expect_eq "the buffered-bytes budget is back at 0" "$(metric fairgate_buffered_bytes)" 0
 
 px_stop_agent_clean

@@ -8,7 +8,8 @@
  * without one again; fg_loop_current names the loop a callback runs
  * on, in each thread its own; and a callback that lets go of the lock
  * (fg_loop_release) lets another thread take it until fg_loop_retake,
- * while an unshared loop has none to let go. Times are measured against the loop's 1 s cap with
+ * while an unshared loop has none to let go; the time a loop's thread
+ * holds the lock and waits for it is counted (fg_loop_lock_times). Times are measured against the loop's 1 s cap with
  * wide margins, so a loaded machine does not change the result. */
 #include <errno.h>
 #include <pthread.h>
@@ -44,7 +45,7 @@ static void *run_loop(void *arg)
 {
 	struct runner *r = arg;
 
-	pthread_mutex_lock(&lock);
+	fg_loop_lock(r->loop); /* timed from here (fg_loop_lock_times) */
 	r->rc = fg_loop_run(r->loop);
 	r->returned_ns = fg_now_ns();
 	r->held_after_run = pthread_mutex_trylock(&lock); /* EBUSY: still ours */
@@ -286,6 +287,44 @@ static void unshared_has_nothing_to_release(void **state)
 	fg_loop_free(loop);
 }
 
+static void just_stop(struct fg_loop *loop, void *ctx)
+{
+	(void)ctx;
+	fg_loop_stop(loop);
+}
+
+/* The stop comes on the next pass: the hold is counted when the loop
+ * lets go of the lock for that pass's epoll_wait (fg_loop_run returns
+ * holding it, uncounted). */
+static void hold_lock_100ms(struct fg_loop *loop, void *ctx)
+{
+	(void)ctx;
+	usleep(100000);
+	assert_true(fg_loop_timer(loop, 0, just_stop, NULL) != 0);
+}
+
+static void lock_times_count_held_and_waited(void **state)
+{
+	struct runner r = { 0 };
+	uint64_t held0, wait0, held, wait;
+	(void)state;
+
+	start(&r);
+	pthread_mutex_lock(&lock);
+	fg_loop_lock_times(r.loop, &held0, &wait0);
+	/* wakes the loop's thread, which then waits for the lock held here */
+	assert_true(fg_loop_timer(r.loop, 0, hold_lock_100ms, NULL) != 0);
+	usleep(300000);
+	pthread_mutex_unlock(&lock);
+	finish_keep(&r);
+	fg_loop_lock_times(r.loop, &held, &wait);
+	assert_true(held - held0 >= 100000000ull); /* the callback's 100 ms */
+	assert_true(held - held0 < 60000000000ull);
+	assert_true(wait - wait0 >= 100000000ull); /* most of the 300 ms */
+	assert_true(wait - wait0 < 60000000000ull);
+	fg_loop_free(r.loop);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -297,6 +336,7 @@ int main(void)
 		cmocka_unit_test(current_is_the_running_loop),
 		cmocka_unit_test(release_lets_another_thread_in),
 		cmocka_unit_test(unshared_has_nothing_to_release),
+		cmocka_unit_test(lock_times_count_held_and_waited),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
