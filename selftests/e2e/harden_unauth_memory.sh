@@ -104,9 +104,13 @@ spawn "$PX_TMP/hold2.log" ip netns exec "$PX_CNS" bash -c '
 	echo "sent ${#fds[@]}"
 	while :; do sleep 1; done' _ "$PX_SRV" "$PX_KEY_A"
 holder=$SPAWNED_PID
-# (a keyed client's declared length is reserved, and counted, at its head)
+# (a keyed client's declared length is reserved, and counted, at its head;
+# the stream, while it runs, adds its rewritten head and relay buffer,
+# under 64 KiB: on a loaded machine it can still be running here)
 for _ in $(seq 100); do [ "$(metric fairgate_buffered_bytes)" = 2000000 ] && break; sleep 0.1; done
-expect_eq "the agent counts the two bodies' declared room" "$(metric fairgate_buffered_bytes)" 2000000
+held=$(metric fairgate_buffered_bytes)
+check "the agent counts the two bodies' declared room ($held: 2,000,000 and the stream's < 64 KiB)" \
+	test "$held" -ge 2000000 -a "$held" -lt $((2000000 + 65536))
 # 400,000 bytes, most of them JSON whitespace (few tokens)
 { printf '{"messages":[{"role":"user","content":"hi"}],'; head -c 400000 /dev/zero | tr '\0' ' '; printf '"max_tokens":2}'; } >"$PX_TMP/big.json"
 r=$(pc "$PX_URL/v1/chat/completions" -H "Authorization: Bearer $PX_KEY_C" -H 'Content-Type: application/json' \
