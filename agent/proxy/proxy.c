@@ -62,8 +62,8 @@ static void timers_follow_reload(struct fg_proxy *px, uint64_t old_idle_ns, uint
 	for (l = px->clients.next; l != &px->clients; l = l->next) {
 		struct fg_client *c = fg_container_of(l, struct fg_client, link);
 		/* a client its worker reads, parses or sends for without the
-		 * lock re-arms its own timer when it takes the lock back
-		 * (process_input, send_on_own_loop) */
+		 * lock re-arms its timers when it takes the lock back
+		 * (fg_client_back) */
 		if (!c->alone)
 			fg_client_timer_due(c);
 	}

@@ -1351,8 +1351,7 @@ static int read_input(struct fg_client *c)
 		/* with workers, a new request's first read takes about a head:
 		 * the body after it is then read and checked without the lock
 		 * (client_cb), not parsed from c->in under it */
-		if (!room && c->state == CL_READING && !(x && x->headers_done) &&
-		    fg_loop_shared(c->loop) && want > HEAD_READ)
+		if (!room && reading_head(c) && fg_loop_shared(c->loop) && want > HEAD_READ)
 			want = HEAD_READ;
 		ssize_t n = recv(c->fd, into, want, MSG_DONTWAIT);
 		if (n > 0) {
@@ -1368,8 +1367,7 @@ static int read_input(struct fg_client *c)
 			 * is read and checked without the lock; alone, reading on
 			 * measured faster (bench/proxy.sh: 1.30x nginx at 1 MiB
 			 * against 0.96x, the socket read less per wakeup) */
-			if (!room && c->state == CL_READING && !(x && x->headers_done) &&
-			    fg_loop_shared(c->loop))
+			if (!room && reading_head(c) && fg_loop_shared(c->loop))
 				return 0;
 			continue;
 		}

@@ -163,10 +163,9 @@ struct fg_client {
 	uint64_t deadline_ns;     /* reading or closing: UINT64_MAX = none */
 	int timeout_status;       /* what to answer when deadline_ns passes (0 = just close) */
 	uint64_t last_progress_ns;/* last successful write */
-	/* its owner reads and parses its request (client_cb), or sends it to
-	 * the engine (proxy_upstream.c, send_on_own_loop), without the
-	 * workers' shared lock: set and cleared under the lock, and while set
-	 * no other thread touches it or its engine connection
+	/* its owner does its own I/O and parsing without the workers' shared
+	 * lock (fg_client_go_alone): set and cleared under the lock, and while
+	 * set no other thread touches it or its engine connection
 	 * (timers_follow_reload skips both) */
 	bool alone;
 	bool parsed_alone;        /* and parsed body bytes then: process_input acts on it */

@@ -79,11 +79,11 @@ void fg_exchange_settle(struct fg_client *c, enum fg_outcome o)
 		u = x->sse_state.usage;
 		u.completion_tokens = fg_sse_output(&x->sse_state);
 		have_usage = true;
-	} else if (!x->sse && x->usage_read) {
-		u = x->usage;
+	} else if (!x->sse) {
+		if (!x->usage_read) /* not read ahead (finish reads it, alone) */
+			fg_exchange_read_usage(x);
+		u = x->usage; /* zero, and not known, when there is no copy to read */
 		have_usage = x->usage_known;
-	} else if (!x->sse && fg_buf_used(&x->resp_copy) && !x->resp_copy_overflow) {
-		have_usage = usage_of_body(fg_buf_head(&x->resp_copy), fg_buf_used(&x->resp_copy), &u);
 	}
 	if (have_usage && u.prompt_tokens > 0)
 		fg_gw_learn(gw, r, x->info.model, u.prompt_tokens);

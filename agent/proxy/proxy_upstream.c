@@ -254,12 +254,18 @@ static struct fg_upstream *connect_new(struct fg_proxy *px, struct fg_loop *loop
 
 /* ---- forwarding -------------------------------------------------------------- */
 
+/* The body as it goes to the engine: the rewrite's, or the client's. */
+static size_t forwarded_len(const struct fg_exchange *x)
+{
+	return x->fwd.head ? x->fwd.len : fg_buf_used(&x->body);
+}
+
 static int build_request(struct fg_client *c, struct fg_upstream *u)
 {
 	struct fg_exchange *x = c->x;
 	const struct fg_hdrs *h = &x->hdrs;
 	struct fg_buf *o = &u->out;
-	size_t body_len = x->fwd.head ? x->fwd.len : fg_buf_used(&x->body);
+	size_t body_len = forwarded_len(x);
 	bool has_host = false;
 	int rc = 0;
 
@@ -376,8 +382,7 @@ static int upstream_send(struct fg_upstream *u)
 
 static bool send_alone(const struct fg_upstream *u)
 {
-	const struct fg_exchange *x = u->client->x;
-	size_t body = x->fwd.head ? x->fwd.len : fg_buf_used(&x->body);
+	size_t body = forwarded_len(u->client->x);
 	size_t left = fg_buf_used(&u->out) + (body > u->body_sent ? body - u->body_sent : 0);
 
 	return left >= SEND_ALONE_MIN && fg_loop_shared(u->loop) && u->loop == u->client->loop;

@@ -4,9 +4,8 @@
  * with a listener in worker 0's SO_REUSEPORT group, so the kernel spreads
  * new connections over them, and each connection stays on the loop of the
  * worker that accepted it. All loops share one lock (fg_loop_share), held
- * while any callback runs but a client's body read and parse (proxy_client.c,
- * client_cb) and a large request's send to the engine (proxy_upstream.c,
- * send_on_own_loop): the gateway, tenants, pools and the engine side are as with
+ * while any callback runs but a connection's own I/O and parsing, which its
+ * worker does alone (proxy_client.c, fg_client_go_alone): the gateway, tenants, pools and the engine side are as with
  * one thread (docs/design.md, "Workers"). */
 #ifndef FAIRGATE_WORKERS_H
 #define FAIRGATE_WORKERS_H
