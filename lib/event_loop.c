@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -59,6 +60,11 @@ struct fg_loop {
 	/* shared: how long its thread has held the lock and waited for it
 	 * (fg_loop_lock_times), both written while holding it */
 	uint64_t lock_held_ns, lock_wait_ns, lock_taken_ns;
+	fg_unlocked_cb unlocked; /* fg_loop_on_unlocked */
+	void *unlocked_ctx;
+	/* fg_loop_asleep: from the lock given at a pass's end until its
+	 * epoll_wait returns (read by other threads without any lock) */
+	atomic_bool asleep;
 };
 
 /* The loop fg_loop_run runs on this thread (NULL outside one). */
@@ -464,6 +470,22 @@ void fg_loop_retake(struct fg_loop *loop)
 	lock_take(loop);
 }
 
+void fg_loop_on_unlocked(struct fg_loop *loop, fg_unlocked_cb cb, void *ctx)
+{
+	loop->unlocked = cb;
+	loop->unlocked_ctx = ctx;
+}
+
+void *fg_loop_unlocked_ctx(const struct fg_loop *loop)
+{
+	return loop->unlocked_ctx;
+}
+
+bool fg_loop_asleep(const struct fg_loop *loop)
+{
+	return atomic_load(&loop->asleep);
+}
+
 bool fg_loop_shared(const struct fg_loop *loop)
 {
 	return loop->lock != NULL;
@@ -521,11 +543,23 @@ int fg_loop_run(struct fg_loop *loop)
 			loop->waiting_until_ns = fg_now_ns() + (uint64_t)timeout * 1000000ull;
 			if (!loop->waiting_until_ns)
 				loop->waiting_until_ns = 1;
+			/* before the callback looks for work: what another
+			 * thread leaves for it after that look finds it set */
+			atomic_store(&loop->asleep, true);
 			lock_give(loop);
+			if (loop->unlocked && loop->unlocked(loop, loop->unlocked_ctx)) {
+				/* held again: what it did may have armed timers
+				 * earlier than the wait just computed */
+				atomic_store(&loop->asleep, false);
+				loop->waiting_until_ns = 0;
+				run_due_timers(loop);
+				continue;
+			}
 		}
 		int n = epoll_wait(loop->epfd, evs, 128, timeout);
 		int e = errno;
 		if (loop->lock) {
+			atomic_store(&loop->asleep, false);
 			lock_take(loop);
 			loop->waiting_until_ns = 0;
 		}

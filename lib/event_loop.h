@@ -83,6 +83,23 @@ int fg_loop_share(struct fg_loop *loop, pthread_mutex_t *lock);
  * cost of one test. */
 bool fg_loop_release(struct fg_loop *loop);
 void fg_loop_retake(struct fg_loop *loop);
+/* A shared loop's thread calls cb once a pass, after it has let go of the
+ * lock and before it waits: work on what only this thread touches, done
+ * without the lock (the proxy's sends of the requests this thread
+ * dispatched in the pass). cb returns false without the lock; or true
+ * holding it again (fg_loop_retake) for what it could not finish alone,
+ * and the loop then runs its due timers and passes again before it waits.
+ * NULL: none. */
+typedef bool (*fg_unlocked_cb)(struct fg_loop *loop, void *ctx);
+void fg_loop_on_unlocked(struct fg_loop *loop, fg_unlocked_cb cb, void *ctx);
+void *fg_loop_unlocked_ctx(const struct fg_loop *loop);
+/* Whether a shared loop's thread is past its pass: from when it lets go of
+ * the lock at a pass's end (before its fg_loop_on_unlocked callback) until
+ * its epoll_wait returns. Work another thread leaves for that callback
+ * (under a lock of its own) and then reads false here is found at the end
+ * of the pass the loop runs next, without a wake; read true, the callback
+ * may have looked already and the loop may sleep. */
+bool fg_loop_asleep(const struct fg_loop *loop);
 /* Whether the loop shares a lock with others (fg_loop_share). */
 bool fg_loop_shared(const struct fg_loop *loop);
 /* A shared loop's thread takes and gives its lock outside fg_loop_run

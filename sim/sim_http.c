@@ -49,6 +49,7 @@ struct sim_http_conn {
 	bool in_request;        /* a complete request is being served */
 	bool keep_alive;
 	bool close_after_write;
+	bool reset_after;       /* sim_http_reset_after: this answer, then a reset */
 	bool want_out;          /* EPOLLOUT registered */
 	bool closed;
 	bool dead;              /* a write failed: close from the loop */
@@ -317,7 +318,7 @@ static void response_done(struct sim_http_conn *c)
 {
 	c->in_request = false;
 	c->user = NULL;
-	if (!c->keep_alive)
+	if (!c->keep_alive || c->reset_after)
 		c->close_after_write = true;
 	conn_flush(c);
 	if (c->close_after_write || c->dead)
@@ -427,6 +428,11 @@ static void conn_close(struct sim_http_conn *c)
 	if (s->cb.on_close)
 		s->cb.on_close(s->ctx, c);
 	fg_loop_del(s->loop, c->fd);
+	if (c->reset_after) {
+		/* a zero linger: the close sends RST, not FIN */
+		struct linger now = { .l_onoff = 1, .l_linger = 0 };
+		setsockopt(c->fd, SOL_SOCKET, SO_LINGER, &now, sizeof(now));
+	}
 	close(c->fd);
 	if (c->prev)
 		c->prev->next = c->next;
@@ -585,6 +591,11 @@ struct sim_http_server *sim_http_listen(struct fg_loop *loop, const char *host, 
 
 uint16_t sim_http_port(const struct sim_http_server *s) { return s->port; }
 uint32_t sim_http_num_connections(const struct sim_http_server *s) { return s->n_conns; }
+void sim_http_reset_after(struct sim_http_conn *c)
+{
+	c->reset_after = true;
+}
+
 void sim_http_set_user(struct sim_http_conn *c, void *user) { c->user = user; }
 void *sim_http_user(const struct sim_http_conn *c) { return c->user; }
 

@@ -49,6 +49,11 @@ void sim_http_free(struct sim_http_server *s);
 void sim_http_set_user(struct sim_http_conn *c, void *user);
 void *sim_http_user(const struct sim_http_conn *c);
 
+/* The answer to the request being served keeps its keep-alive headers,
+ * then the connection is closed with a reset (a zero linger): an engine
+ * that drops a pooled connection without notice (fg-fake-engine). */
+void sim_http_reset_after(struct sim_http_conn *c);
+
 /* A complete response. `headers` is "" or lines each ending in "\r\n". */
 void sim_http_respond(struct sim_http_conn *c, int status, const char *content_type,
 		      const char *headers, const char *body, size_t len);

@@ -15,6 +15,7 @@
 
 #include <http_parser.h>
 #include <netinet/in.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -222,12 +223,25 @@ struct fg_upstream {
 	struct fg_buf out;        /* request head; the body is sent from the exchange */
 	size_t body_sent;
 	bool body_sent_all;
+	bool send_deferred;       /* on its loop's send queue (under the queue's mutex) */
 	struct fg_client *client;
 	uint64_t deadline_ns;
 	uint64_t idle_since_ns;
 	bool got_bytes;
 	bool fast;                /* its head was read by fg_resp_head_fast */
 	uint64_t fast_left;       /* then: body bytes still to come */
+};
+
+/* With workers, one per loop (workers.c): the requests its thread sends
+ * to the engine without the lock after its pass (proxy_upstream.c,
+ * defer_send). Its own mutex: a thread holding the shared lock adds (or
+ * takes one back, or a close removes one), the loop's own thread takes
+ * them all without it. */
+#define FG_SEND_QUEUE_MAX 64
+struct fg_send_queue {
+	pthread_mutex_t mu;
+	uint32_t n;
+	struct fg_upstream *u[FG_SEND_QUEUE_MAX];
 };
 
 struct fg_engine_scrape;
@@ -372,6 +386,11 @@ void fg_client_error(struct fg_client *c, int status, const char *type, const ch
 /* Send an admitted (or unmetered) exchange to its pool. -1: the client was
  * answered 503 (engine unavailable) and its exchange ended. */
 int fg_proxy_dispatch(struct fg_client *c);
+/* With workers, each loop's fg_loop_on_unlocked, ctx its send queue: the
+ * requests dispatched to its engine connections since it last looked,
+ * sent without the lock (what does not all go, or fails, is seen to
+ * holding it again). */
+bool fg_proxy_send_deferred(struct fg_loop *loop, void *ctx);
 /* A non-blocking socket connecting to the pool's address (in transparent
  * mode from a source port steer exempts), or -1 with errno. */
 int fg_pool_socket(struct fg_proxy *px, struct fg_pool *pool);

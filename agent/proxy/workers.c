@@ -25,6 +25,7 @@ struct fg_worker {
 	bool running;             /* its thread was created (and not joined) */
 	bool stop;                /* asked to stop, maybe before its loop ran */
 	uint64_t accepted;
+	struct fg_send_queue sends; /* its loop's fg_loop_on_unlocked context */
 };
 
 struct fg_workers {
@@ -154,11 +155,14 @@ int fg_workers_start(struct fg_proxy *px, uint32_t n, char *err, size_t errlen)
 		return 0;
 
 	pthread_mutex_init(&all->lock, NULL);
+	for (uint32_t i = 0; i < n; i++)
+		pthread_mutex_init(&all->w[i].sends.mu, NULL);
 	if (fg_loop_share(main_loop, &all->lock)) {
 		snprintf(err, errlen, "agent.workers: eventfd: %s", strerror(errno));
 		pthread_mutex_destroy(&all->lock);
 		return -1;
 	}
+	fg_loop_on_unlocked(main_loop, fg_proxy_send_deferred, &all->w[0].sends);
 	fg_loop_lock(main_loop);
 	all->shared = true;
 	for (uint32_t i = 1; i < n; i++) {
@@ -168,6 +172,7 @@ int fg_workers_start(struct fg_proxy *px, uint32_t n, char *err, size_t errlen)
 			snprintf(err, errlen, "agent.workers: worker %u: epoll: %s", i, strerror(errno));
 			return -1;
 		}
+		fg_loop_on_unlocked(w->loop, fg_proxy_send_deferred, &w->sends);
 		w->listen_fd = fg_listen_tcp_sibling(px->listen_fd, err, errlen, "agent.workers");
 		if (w->listen_fd < 0)
 			return -1;
@@ -226,6 +231,7 @@ void fg_workers_free(struct fg_proxy *px)
 		for (uint32_t i = 1; i < all->n; i++)
 			fg_loop_free(all->w[i].loop);
 		fg_loop_share(px->st->loop, NULL);
+		fg_loop_on_unlocked(px->st->loop, NULL, NULL);
 		pthread_mutex_unlock(&all->lock);
 		pthread_mutex_destroy(&all->lock);
 	} else if (all->n > 1) {
@@ -233,6 +239,9 @@ void fg_workers_free(struct fg_proxy *px)
 		for (uint32_t i = 1; i < all->n; i++)
 			fg_loop_free(all->w[i].loop);
 	}
+	if (all->n > 1)
+		for (uint32_t i = 0; i < all->n; i++)
+			pthread_mutex_destroy(&all->w[i].sends.mu);
 	free(all);
 	px->workers = NULL;
 }

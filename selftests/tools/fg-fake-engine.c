@@ -3,7 +3,7 @@
  * token, and it always honours max_tokens). Used by the metering e2e test.
  *
  *   fg-fake-engine --listen HOST:PORT [--log FILE] [--auth-log FILE] [--ignore-max-tokens N]
- *                  [--tokenize-delay-ms N] [--tokenize-status S]
+ *                  [--tokenize-delay-ms N] [--tokenize-status S] [--reset-after-answer]
  *
  * Its tokenizer compresses and expands as real ones do on unusual text: a
  * run of one repeated byte of length L is ceil(L / 16) tokens, a run of
@@ -15,6 +15,8 @@
  * (vLLM's answer; delayed or failing on request), POST /v1/embeddings,
  * POST /v1/audio/... (any body: {"ok": true}, for passthrough entries),
  * GET /health, /metrics, /v1/models, /version.
+ * --reset-after-answer: each chat answer says keep-alive, then the
+ * connection is reset (an engine dropping a pooled connection unannounced).
  * --log appends one line per request: "METHOD PATH BODY" as received;
  * --auth-log one line per request: "METHOD PATH AUTHORIZATION" ("-" when the
  * request had none), to see what credentials reach the engine. */
@@ -35,6 +37,7 @@ static struct {
 	FILE *log;
 	FILE *auth_log;
 	long ignore_max_tokens;     /* > 0: generate this many whatever max_tokens says */
+	bool reset_after_answer;    /* each chat answer, then a reset (sim_http_reset_after) */
 	long tokenize_delay_ms;
 	int tokenize_status;
 	struct fg_loop *loop;
@@ -249,6 +252,8 @@ static void on_request(void *ctx, struct sim_http_conn *c, const struct sim_http
 	}
 	json_t *body = r->body_len ? json_loadb(r->body, r->body_len, 0, NULL) : NULL;
 	if (!strcmp(r->method, "POST") && !strcmp(r->path, "/v1/chat/completions") && body) {
+		if (opt.reset_after_answer)
+			sim_http_reset_after(c);
 		chat(c, body);
 	} else if (!strcmp(r->method, "POST") && !strcmp(r->path, "/tokenize") && body) {
 		int64_t count = prompt_tokens(body);
@@ -315,9 +320,12 @@ int main(int argc, char **argv)
 			opt.tokenize_delay_ms = atol(argv[++i]);
 		else if (!strcmp(a, "--tokenize-status") && v)
 			opt.tokenize_status = atoi(argv[++i]);
+		else if (!strcmp(a, "--reset-after-answer"))
+			opt.reset_after_answer = true;
 		else {
 			fprintf(stderr, "usage: fg-fake-engine --listen HOST:PORT [--log FILE] [--auth-log FILE] "
-					"[--ignore-max-tokens N] [--tokenize-delay-ms N] [--tokenize-status S]\n");
+					"[--ignore-max-tokens N] [--tokenize-delay-ms N] [--tokenize-status S] "
+					"[--reset-after-answer]\n");
 			return 2;
 		}
 	}

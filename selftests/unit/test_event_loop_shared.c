@@ -9,7 +9,9 @@
  * on, in each thread its own; and a callback that lets go of the lock
  * (fg_loop_release) lets another thread take it until fg_loop_retake,
  * while an unshared loop has none to let go; the time a loop's thread
- * holds the lock and waits for it is counted (fg_loop_lock_times). Times are measured against the loop's 1 s cap with
+ * holds the lock and waits for it is counted (fg_loop_lock_times); the
+ * fg_loop_on_unlocked callback runs once a pass without the lock, and one
+ * that takes it back makes the loop pass again holding it. Times are measured against the loop's 1 s cap with
  * wide margins, so a loaded machine does not change the result. */
 #include <errno.h>
 #include <pthread.h>
@@ -325,6 +327,90 @@ static void lock_times_count_held_and_waited(void **state)
 	fg_loop_free(r.loop);
 }
 
+/* fg_loop_on_unlocked: called once a pass after the loop let go of the
+ * lock (another thread could take it), on the loop's own thread, with
+ * its context; fg_loop_asleep is true while the loop waits past its pass
+ * and false while it runs one. */
+static _Atomic int unlocked_calls, unlocked_trylock = -1;
+static _Atomic bool unlocked_on_own_loop;
+static bool asleep_in_pass = true;
+
+static bool note_unlocked(struct fg_loop *loop, void *ctx)
+{
+	unlocked_calls++;
+	unlocked_on_own_loop = fg_loop_current() == loop && fg_loop_unlocked_ctx(loop) == ctx;
+	unlocked_trylock = pthread_mutex_trylock(&lock);
+	if (!unlocked_trylock)
+		pthread_mutex_unlock(&lock);
+	return false;
+}
+
+static void note_asleep_and_stop(struct fg_loop *loop, void *ctx)
+{
+	(void)ctx;
+	asleep_in_pass = fg_loop_asleep(loop);
+	fg_loop_stop(loop);
+}
+
+static void unlocked_callback_runs_without_the_lock(void **state)
+{
+	struct runner r = { 0 };
+	int ctx;
+	(void)state;
+
+	r.loop = fg_loop_new();
+	assert_non_null(r.loop);
+	assert_int_equal(fg_loop_share(r.loop, &lock), 0);
+	fg_loop_on_unlocked(r.loop, note_unlocked, &ctx);
+	assert_int_equal(pthread_create(&r.thread, NULL, run_loop, &r), 0);
+	usleep(100000);
+	pthread_mutex_lock(&lock); /* taken while the loop waits */
+	assert_true(fg_loop_asleep(r.loop));
+	assert_true(unlocked_calls >= 1);
+	assert_true(unlocked_on_own_loop);
+	assert_int_equal(unlocked_trylock, 0); /* nobody held it then */
+	assert_true(fg_loop_timer(r.loop, 0, note_asleep_and_stop, NULL) != 0);
+	pthread_mutex_unlock(&lock);
+	finish(&r);
+	assert_false(asleep_in_pass);
+}
+
+/* A callback that takes the lock back and returns true: the loop runs
+ * what it armed and passes again, holding it, instead of giving it twice
+ * (a default mutex given by a thread that does not hold it: undefined,
+ * here a hang or an abort) or waiting out its 1 s cap. */
+static int retake_calls;
+static uint64_t retake_armed_ns;
+
+static bool retake_and_arm(struct fg_loop *loop, void *ctx)
+{
+	(void)ctx;
+	if (retake_calls++)
+		return false;
+	fg_loop_retake(loop);
+	retake_armed_ns = fg_now_ns();
+	assert_true(fg_loop_timer(loop, 0, stop_timer, NULL) != 0);
+	return true;
+}
+
+static void unlocked_callback_holding_again_passes(void **state)
+{
+	struct runner r = { 0 };
+	(void)state;
+
+	fired_ns = 0;
+	retake_calls = 0;
+	r.loop = fg_loop_new();
+	assert_non_null(r.loop);
+	assert_int_equal(fg_loop_share(r.loop, &lock), 0);
+	fg_loop_on_unlocked(r.loop, retake_and_arm, NULL);
+	assert_int_equal(pthread_create(&r.thread, NULL, run_loop, &r), 0);
+	finish(&r);
+	assert_true(fired_ns >= retake_armed_ns);
+	assert_true(fired_ns - retake_armed_ns < WOKEN_WITHIN_NS);
+	assert_int_equal(lock_in_callback, EBUSY); /* the timer ran holding it */
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -337,6 +423,8 @@ int main(void)
 		cmocka_unit_test(release_lets_another_thread_in),
 		cmocka_unit_test(unshared_has_nothing_to_release),
 		cmocka_unit_test(lock_times_count_held_and_waited),
+		cmocka_unit_test(unlocked_callback_runs_without_the_lock),
+		cmocka_unit_test(unlocked_callback_holding_again_passes),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
