@@ -23,7 +23,7 @@ for i in 1 2; do
 		-o "$PX_TMP/stream$i.out" -w '%{http_code}\n'
 done
 for _ in $(seq 50); do [ "$(tenant_field alpha inflight)" = 2 ] && break; sleep 0.1; done
-events_now() { grep -c '^data: {"id"' "$PX_TMP/stream$1.out" 2>/dev/null; }
+events_now() { cat "$PX_TMP/stream$1.out" 2>/dev/null | grep -c '^data: {"id"'; } # 0 before curl made the file
 before1=$(events_now 1) before2=$(events_now 2)
 expect_eq "alpha has its two streams in flight" "$(tenant_field alpha inflight)" 2
 
