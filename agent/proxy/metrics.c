@@ -465,6 +465,12 @@ char *fg_metrics_render(struct fg_proxy *px, size_t *len)
 	     "Pooled engine connections moved to the worker of the client that took them (agent.workers > 1).");
 	fg_buf_printf(&o, "fairgate_engine_connection_moves_total %llu\n",
 		      (unsigned long long)px->metrics.engine_moves);
+	help(&o, "fairgate_heap_give_backs_total", "counter",
+	     "Times the agent handed its heap's free pages back to the kernel after a burst (malloc_trim).");
+	fg_buf_printf(&o, "fairgate_heap_give_backs_total %llu\n", (unsigned long long)px->heap.given);
+	help(&o, "fairgate_heap_free_bytes", "gauge",
+	     "Free bytes in the agent's heap (resident or given back), glibc's count.");
+	fg_buf_printf(&o, "fairgate_heap_free_bytes %zu\n", fg_heap_free_bytes());
 	const struct fg_gateway *gw = px->gw;
 	double prior = gw->policy->replica.model.chars_per_token;
 	help(&o, "fairgate_tenant_chars_per_token", "gauge",

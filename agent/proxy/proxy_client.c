@@ -37,6 +37,17 @@ static struct fg_client *of(http_parser *p)
 	return p->data;
 }
 
+/* A request's exchange, allocated at its first byte and freed at its end;
+ * counted (atomically: a worker takes a whole request without the lock)
+ * for the tick's heap give-back. */
+static struct fg_exchange *exchange_new(struct fg_client *c)
+{
+	c->x = calloc(1, sizeof(*c->x));
+	if (c->x)
+		atomic_fetch_add_explicit(&c->px->exchanges_begun, 1, memory_order_relaxed);
+	return c->x;
+}
+
 static int on_begin(http_parser *p)
 {
 	struct fg_client *c = of(p);
@@ -1190,7 +1201,7 @@ static bool take_whole_alone(struct fg_client *c)
 {
 	if (!c->memo || !fg_buf_used(&c->in) || (c->x && c->x->started))
 		return false;
-	if (!c->x && !(c->x = calloc(1, sizeof(*c->x))))
+	if (!c->x && !exchange_new(c))
 		return false; /* process_input says so, under the lock */
 	struct fg_exchange *x = c->x;
 	if (!fast_request(c))
@@ -1242,7 +1253,7 @@ static void process_input(struct fg_client *c)
 
 	c->parsed_alone = false;
 	while (c->state == CL_READING && (parsed || fg_buf_used(&c->in) || fresh_body(c))) {
-		if (!c->x && !(c->x = calloc(1, sizeof(*c->x)))) {
+		if (!c->x && !exchange_new(c)) {
 			begin_closing(c); /* no memory for a request: it cannot be answered */
 			break;
 		}

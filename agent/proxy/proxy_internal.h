@@ -24,6 +24,7 @@
 
 #include "agent/agent.h"
 #include "lib/buf.h"
+#include "lib/heap_give_back.h"
 #include "lib/list.h"
 #include "lib/listen.h"
 #include "lib/secret_file.h"
@@ -263,6 +264,10 @@ struct fg_proxy {
 	uint32_t derived_connections;
 	struct fg_link busy;
 	uint32_t n_clients, n_busy;
+	/* requests begun (an exchange allocated; workers count without the
+	 * lock): the tick gives the heap back once they stop (proxy_sched.c) */
+	_Atomic uint64_t exchanges_begun;
+	struct fg_heap_give_back heap;
 	uint64_t deny_tick_timer; /* proxy.c: quota windows closed once refilled */
 	struct fg_metrics metrics;
 	struct fg_buf scratch;    /* one relay step's output, reused */

@@ -26,7 +26,9 @@
  *   tick      1 s: close peak-meter windows, publish the overload level to
  *             the kernel (gate sheds new connections of the lowest tiers
  *             while the backlog exceeds what they may wait), forget engine
- *             metrics that went stale.
+ *             metrics that went stale, and when nothing is at the engine
+ *             after requests ran, give the heap's freed pages back (an
+ *             idle connection then costs its struct, not a burst's peak).
  *   scrape    the engine's /metrics (agent/http/engine_scrape.c), every second
  *             or every SCRAPE_FAST_NS as above: running and waiting requests
  *             into the engine window, preemptions into a counter and a log
@@ -52,6 +54,9 @@
  * second. */
 #define SCRAPE_FAST_NS 20000000ull
 #define ENGINE_METRICS_STALE_NS 3500000000ull
+/* Less than this free in the heap is not worth walking it for: about 200
+ * small requests' exchanges. */
+#define HEAP_GIVE_BACK_MIN (1u << 20)
 
 static void arm_expiry(struct fg_proxy *px, uint64_t now);
 
@@ -242,6 +247,10 @@ static void tick(struct fg_loop *loop, void *ctx)
 	else if (level >= 0)
 		fg_kernel_set_overload_tier(px->st, level); /* renewed: it lapses if we die */
 	fg_pcal_tick(px->calib, gw, now);
+	/* nothing at the engine and requests begun since the last time: a
+	 * burst is over, its freed pages go back (lib/heap_give_back.h) */
+	if (!px->n_busy)
+		fg_heap_give_back(&px->heap, atomic_load(&px->exchanges_begun), HEAP_GIVE_BACK_MIN);
 	fg_sched_kick(px);
 	arm_expiry(px, now);
 	px->tick_timer = fg_loop_timer(loop, TICK_NS, tick, px);
