@@ -119,6 +119,14 @@ lock_held() {
 	ip netns exec "$SNS" curl -s "http://127.0.0.1:${MPORT[$1]}/metrics" |
 		awk '/^fairgate_worker_lock_held_seconds_total/ { s += $2 } END { printf "%.6f\n", s }'
 }
+# "own others handed_back": requests its workers sent to the engine after
+# their passes, for their own connections and for each other's
+sends() {
+	ip netns exec "$SNS" curl -s "http://127.0.0.1:${MPORT[$1]}/metrics" | awk '
+		/^fairgate_worker_engine_sends_total/ { if ($1 ~ /for="own"/) o += $2; else t += $2 }
+		/^fairgate_worker_engine_sends_handed_back_total/ { b += $2 }
+		END { printf "%d %d %d\n", o, t, b }'
+}
 run() { # AGENT SECS LUA -> "req/s cores non2xx held_s"
 	local t0 t1 h0 h1 out hz
 	hz=$(getconf CLK_TCK)
@@ -144,6 +152,8 @@ compare() {
 	shift 3
 	local all=("$one" "$@")
 	rm -f "$TMP"/rps.* "$TMP"/cores.* "$TMP"/round.* "$TMP"/share.* "$TMP"/heldus.* # a case's figures only
+	declare -A sends0
+	for w in "$@"; do sends0[$w]=$(sends "$w"); done
 	echo "== workers, $title: req/s through fairgated with agent.workers ${all[*]#?} (wrk -t2 -c64, $ROUNDS interleaved rounds of ${SECS}s) =="
 	for w in "${all[@]}"; do run "$w" 1 "$lua" >/dev/null; done # warm: pools, caches
 	for r in $(seq "$ROUNDS"); do
@@ -180,6 +190,13 @@ compare() {
 			"$TMP/round.$one" "$TMP/round.$w" | sort -g)
 		awk -v n="${w#?}" -v m="$(median <<<"$ratios")" -v lo="$(head -1 <<<"$ratios")" -v hi="$(tail -1 <<<"$ratios")" 'BEGIN {
 			printf "%s workers vs 1: %.2fx the req/s (median of per-round ratios; range %.2f-%.2f)\n", n, m, lo, hi }'
+	done
+	for w in "$@"; do
+		read -r o0 t0 b0 <<<"${sends0[$w]}"
+		read -r o1 t1 b1 <<<"$(sends "$w")"
+		awk -v n="${w#?}" -v o=$((o1 - o0)) -v t=$((t1 - t0)) -v b=$((b1 - b0)) 'BEGIN {
+			printf "%s workers: %d requests sent after a pass, %.0f%% of them by a worker for another'"'"'s connections (%d handed back unfinished)\n",
+				n, o + t, o + t ? 100 * t / (o + t) : 0, b }'
 	done
 }
 compare "$TMP/post.lua" "engine-bound (fairgate-sim, a small chat request)" w1 w2 w4

@@ -486,6 +486,16 @@ bool fg_loop_asleep(const struct fg_loop *loop)
 	return atomic_load(&loop->asleep);
 }
 
+void fg_loop_wake(struct fg_loop *loop)
+{
+	uint64_t one = 1;
+
+	/* wake_fd is set once, before the loop's threads start; EAGAIN: a
+	 * wake is pending anyway */
+	if (loop->wake_fd >= 0 && write(loop->wake_fd, &one, sizeof(one)) < 0)
+		return;
+}
+
 bool fg_loop_shared(const struct fg_loop *loop)
 {
 	return loop->lock != NULL;

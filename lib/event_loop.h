@@ -100,6 +100,10 @@ void *fg_loop_unlocked_ctx(const struct fg_loop *loop);
  * of the pass the loop runs next, without a wake; read true, the callback
  * may have looked already and the loop may sleep. */
 bool fg_loop_asleep(const struct fg_loop *loop);
+/* Wakes a shared loop's thread out of epoll_wait (or makes its next wait
+ * return at once), from any thread, holding the lock or not: for work left
+ * for its fg_loop_on_unlocked callback after it may have looked. */
+void fg_loop_wake(struct fg_loop *loop);
 /* Whether the loop shares a lock with others (fg_loop_share). */
 bool fg_loop_shared(const struct fg_loop *loop);
 /* A shared loop's thread takes and gives its lock outside fg_loop_run

@@ -19,6 +19,8 @@ static inline void fg_link_add(struct fg_link *head, struct fg_link *l)
 	head->next->prev = l;
 	head->next = l;
 }
+/* at the end: a queue, oldest first from head->next */
+static inline void fg_link_add_tail(struct fg_link *head, struct fg_link *l) { fg_link_add(head->prev, l); }
 static inline void fg_link_del(struct fg_link *l)
 {
 	l->prev->next = l->next;

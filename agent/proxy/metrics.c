@@ -456,6 +456,22 @@ char *fg_metrics_render(struct fg_proxy *px, size_t *len)
 		for (uint32_t i = 0; fg_workers_lock_times(px->workers, i, &held, &wait); i++)
 			fg_buf_printf(&o, "fairgate_worker_lock_wait_seconds_total{worker=\"%u\"} %.6f\n", i,
 				      (double)wait / 1e9);
+		uint64_t own, others, back;
+		help(&o, "fairgate_worker_engine_sends_total", "counter",
+		     "Requests each proxy worker sent to the engine after its pass, without the shared lock: "
+		     "for its own connections, and for other workers' while their threads may sleep.");
+		for (uint32_t i = 0; fg_workers_send_counts(px->workers, i, &own, &others, &back); i++) {
+			fg_buf_printf(&o, "fairgate_worker_engine_sends_total{worker=\"%u\",for=\"own\"} %llu\n",
+				      i, (unsigned long long)own);
+			fg_buf_printf(&o, "fairgate_worker_engine_sends_total{worker=\"%u\",for=\"others\"} %llu\n",
+				      i, (unsigned long long)others);
+		}
+		help(&o, "fairgate_worker_engine_sends_handed_back_total", "counter",
+		     "Of the requests a worker sent for another's connections, those that did not all go at once "
+		     "and went back to the owner to finish.");
+		for (uint32_t i = 0; fg_workers_send_counts(px->workers, i, &own, &others, &back); i++)
+			fg_buf_printf(&o, "fairgate_worker_engine_sends_handed_back_total{worker=\"%u\"} %llu\n",
+				      i, (unsigned long long)back);
 	}
 	help(&o, "fairgate_engine_connections", "gauge", "Connections to the engine by state.");
 	fg_buf_printf(&o, "fairgate_engine_connections{state=\"busy\"} %u\n", px->n_busy);

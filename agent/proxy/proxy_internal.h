@@ -224,7 +224,13 @@ struct fg_upstream {
 	struct fg_buf out;        /* request head; the body is sent from the exchange */
 	size_t body_sent;
 	bool body_sent_all;
-	bool send_deferred;       /* on its loop's send queue (under the queue's mutex) */
+	/* with workers (proxy_upstream.c, "send queues"): on its loop's send
+	 * queue (changed under the queue's mutex); being sent by a worker
+	 * that is not its owner, without any lock (set under the queue's
+	 * mutex as it leaves the queue, cleared when that send is over) */
+	atomic_bool send_deferred, lent;
+	struct fg_link send_link; /* on the queue, or on the list of its sender */
+	int send_errno;           /* the owner's send after its pass: 0 = in part, else what failed */
 	struct fg_client *client;
 	uint64_t deadline_ns;
 	uint64_t idle_since_ns;
@@ -236,13 +242,21 @@ struct fg_upstream {
 /* With workers, one per loop (workers.c): the requests its thread sends
  * to the engine without the lock after its pass (proxy_upstream.c,
  * defer_send). Its own mutex: a thread holding the shared lock adds (or
- * takes one back, or a close removes one), the loop's own thread takes
- * them all without it. */
-#define FG_SEND_QUEUE_MAX 64
+ * a close removes one), the loop's own thread takes them all without it,
+ * and so does a worker that dispatched one while this loop's thread may
+ * sleep (it sends them after its own pass instead of waking this one). */
 struct fg_send_queue {
 	pthread_mutex_t mu;
-	uint32_t n;
-	struct fg_upstream *u[FG_SEND_QUEUE_MAX];
+	struct fg_link todo;      /* struct fg_upstream.send_link, oldest first */
+	struct fg_loop *loop;     /* whose queue it is: woken for what is handed back */
+	/* this loop's thread only: the queues of other loops it dispatched
+	 * to while their threads may sleep, sent after its pass */
+	uint32_t n_help;
+	struct fg_send_queue *help[FG_MAX_WORKERS];
+	/* written by this loop's thread only, read by the metrics: requests
+	 * it sent after its pass for its own connections, for other loops'
+	 * (send_for_others), and of those the ones it handed back unfinished */
+	atomic_uint_fast64_t sent_own, sent_for_others, handed_back;
 };
 
 struct fg_engine_scrape;

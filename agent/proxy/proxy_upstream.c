@@ -9,6 +9,7 @@
 #include <limits.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,13 +36,13 @@ static void set_events(struct fg_upstream *u, uint32_t ev)
 	u->events = ev;
 }
 
-static void undefer(struct fg_upstream *u);
+static bool off_queue(struct fg_upstream *u);
 
 void fg_upstream_close(struct fg_upstream *u)
 {
 	struct fg_proxy *px = u->px;
 
-	undefer(u);
+	off_queue(u); /* closing: a request not sent is not sent */
 	fg_loop_timer_cancel(u->loop, u->timer);
 	fg_loop_del(u->loop, u->fd);
 	close(u->fd);
@@ -378,11 +379,11 @@ static int upstream_send(struct fg_upstream *u)
 	return sent_events(u, send_some(u));
 }
 
-/* With workers, a request of at least this much that another thread
- * dispatched (defer_send takes the rest) is sent to the engine by its
- * owner without the shared lock, at EPOLLOUT (upstream_cb), as is what
- * is left of any at EPOLLOUT: below it the extra wakeup costs more than
- * the copy into the socket. */
+/* With workers, what is left of a request at EPOLLOUT (upstream_cb) is
+ * sent by its owner without the shared lock when at least this much:
+ * below it, letting go of the lock and taking it back costs more than the
+ * copy into the socket. A request no send queue takes (defer_send) waits
+ * for EPOLLOUT the same way when this large. */
 #define SEND_ALONE_MIN (32u << 10)
 
 static bool send_alone(const struct fg_upstream *u)
@@ -412,41 +413,98 @@ static int send_on_own_loop(struct fg_upstream *u)
 static void fail(struct fg_upstream *u, int status, const char *code, const char *why,
 		 bool dead_conn);
 
+/* ---- send queues ------------------------------------------------------------ */
+
 /* With workers, a request dispatched to an engine connection already
  * connected goes on the send queue of the connection's loop (its
- * client's), and that loop's thread sends it after its pass, once it has
- * let go of the lock (fg_proxy_send_deferred): on loopback a send is most
- * of the engine side's CPU, as the kernel delivers it to the engine's
- * socket within the call. Dispatched by that thread itself (admitted in
- * the client's own callback, or after a settle on the same worker), it
- * goes in the same wakeup. Dispatched by another (the pump after a settle
- * elsewhere) while the owner runs or waits for the lock, it goes at the
- * end of the owner's next pass; while the owner is past its pass and may
- * sleep (fg_loop_asleep), it is taken back if still queued and sent here
- * under the lock, as waking the owner for it would cost a context switch
- * (measured: 10-15% more CPU a request). Once off the queue, no other
- * thread touches the connection or its client (in CL_UPSTREAM) but the
- * reload's timer pull-in, which reads neither u->out nor what the send
- * writes; whatever of u the dispatcher sets is set before it is queued. */
-
-/* Off q if still on it (q->mu held): whether it was. */
-static bool dequeue(struct fg_send_queue *q, struct fg_upstream *u)
-{
-	if (!u->send_deferred)
-		return false;
-	u->send_deferred = false;
-	for (uint32_t i = 0; i < q->n; i++)
-		if (q->u[i] == u) {
-			memmove(q->u + i, q->u + i + 1, (q->n - i - 1) * sizeof(*q->u));
-			q->n--;
-			break;
-		}
-	return true;
-}
+ * client's), and is sent after a pass, without the lock: on loopback a
+ * send is most of the engine side's CPU, as the kernel delivers it to the
+ * engine's socket within the call.
+ * - Dispatched by the owner itself (admitted in the client's own callback,
+ *   or after a settle on the same worker), or by another worker while the
+ *   owner runs or waits for the lock: the owner sends it at the end of
+ *   that pass (fg_proxy_send_deferred), in the same wakeup.
+ * - Dispatched by another worker (its pump, after a settle there) while
+ *   the owner is past its pass and may sleep (fg_loop_asleep): the
+ *   dispatcher sends it after its own pass (send_for_others), as waking
+ *   the owner for it costs a context switch (measured: 10-15% more CPU a
+ *   request) and sending it under the lock held the lock for the send
+ *   (~1.8 us a small request). Whichever of the two takes it off the
+ *   queue first (under the queue's mutex) sends it.
+ * While a request is queued or being sent, the owner's thread touches
+ * neither its connection nor its client's exchange without off_queue
+ * first: a request still queued is taken back (and sent there, under the
+ * lock, by an owner going on with the connection: rare, as nothing comes
+ * from the engine before the request), one another worker is sending is
+ * waited out (`lent`: that worker holds no lock while it sends, so the
+ * wait is one send). What another worker's send did not finish goes back
+ * on the owner's queue, and the owner is woken to finish or fail it under
+ * the lock. No other thread touches a connection or a client in
+ * CL_UPSTREAM but the reload's timer pull-in, which reads neither u->out
+ * nor what the send writes; whatever of u the dispatcher sets is set
+ * before it is queued. */
 
 static struct fg_send_queue *send_queue_of(const struct fg_upstream *u)
 {
 	return fg_loop_shared(u->loop) ? fg_loop_unlocked_ctx(u->loop) : NULL;
+}
+
+static void enqueue(struct fg_send_queue *q, struct fg_upstream *u) /* q->mu held */
+{
+	fg_link_add_tail(&q->todo, &u->send_link);
+	atomic_store(&u->send_deferred, true);
+}
+
+/* Everything on q (q->mu held) onto `to`; lent: for a worker that is not
+ * the owner, marked before it leaves the queue, so that the owner's
+ * off_queue, which looks at send_deferred first, cannot miss both */
+static void take_all(struct fg_send_queue *q, struct fg_link *to, bool lend)
+{
+	while (!fg_link_empty(&q->todo)) {
+		struct fg_upstream *u = fg_container_of(q->todo.next, struct fg_upstream, send_link);
+		if (lend)
+			atomic_store(&u->lent, true);
+		atomic_store(&u->send_deferred, false);
+		fg_link_del(&u->send_link);
+		fg_link_add_tail(to, &u->send_link);
+	}
+}
+
+/* The owner's thread, holding the lock, before it touches u or its
+ * client's exchange: u's request off its queue if still there (true: the
+ * caller sends it, or drops it with u), and another worker's send of it
+ * waited out. */
+static bool off_queue(struct fg_upstream *u)
+{
+	bool was = false;
+
+	if (atomic_load(&u->send_deferred)) {
+		struct fg_send_queue *q = send_queue_of(u);
+		pthread_mutex_lock(&q->mu);
+		was = atomic_load(&u->send_deferred);
+		if (was) {
+			atomic_store(&u->send_deferred, false);
+			fg_link_del(&u->send_link);
+		}
+		pthread_mutex_unlock(&q->mu);
+	}
+	while (atomic_load(&u->lent))
+		sched_yield(); /* the sender holds no lock: one send */
+	return was;
+}
+
+/* The owner took u's request back off its queue to go on with u: sent
+ * now, under the lock. true: it failed, and u is gone. */
+static bool send_taken_back(struct fg_upstream *u)
+{
+	int rc = upstream_send(u);
+
+	if (rc < 0) {
+		fail(u, 502, "engine_error", strerror(errno), true);
+		return true;
+	}
+	u->body_sent_all = rc == 1;
+	return false;
 }
 
 static bool can_defer(const struct fg_upstream *u)
@@ -454,73 +512,101 @@ static bool can_defer(const struct fg_upstream *u)
 	return !u->connecting && u->loop == u->client->loop && send_queue_of(u);
 }
 
-/* true: queued, or already taken off by its loop's thread (sent there) */
+/* Queued for its owner, or for this thread to send after its pass when
+ * the owner may sleep; false: not queued (sent here, under the lock). */
 static bool defer_send(struct fg_upstream *u)
 {
 	struct fg_send_queue *q = send_queue_of(u);
-	bool queued = false;
+	struct fg_loop *here = fg_loop_current();
+	struct fg_send_queue *mine = here && fg_loop_shared(here) ? fg_loop_unlocked_ctx(here) : NULL;
 
+	if (here != u->loop && !mine)
+		return false;
 	pthread_mutex_lock(&q->mu);
-	if (q->n < FG_SEND_QUEUE_MAX) {
-		q->u[q->n++] = u;
-		u->send_deferred = true;
-		queued = true;
-	}
+	enqueue(q, u);
 	pthread_mutex_unlock(&q->mu);
-	if (!queued || fg_loop_current() == u->loop || !fg_loop_asleep(u->loop))
-		return queued;
-	pthread_mutex_lock(&q->mu);
-	bool taken_back = dequeue(q, u);
-	pthread_mutex_unlock(&q->mu);
-	return !taken_back;
+	if (here == u->loop || !fg_loop_asleep(u->loop))
+		return true;
+	for (uint32_t i = 0; i < mine->n_help; i++)
+		if (mine->help[i] == q)
+			return true;
+	mine->help[mine->n_help++] = q; /* one per other loop: at most FG_MAX_WORKERS */
+	return true;
 }
 
-/* u closed while on its queue (the engine closed it, its client went) */
-static void undefer(struct fg_upstream *u)
+/* Other loops' requests this thread dispatched while their threads may
+ * sleep, sent after its pass without any lock (before it takes the lock
+ * again: an owner holding it may be waiting in off_queue for one). */
+static void send_for_others(struct fg_send_queue *mine)
 {
-	struct fg_send_queue *q = send_queue_of(u);
+	for (uint32_t i = 0; i < mine->n_help; i++) {
+		struct fg_send_queue *q = mine->help[i];
+		struct fg_link lent;
+		bool back = false;
 
-	if (!q)
-		return;
-	pthread_mutex_lock(&q->mu);
-	dequeue(q, u);
-	pthread_mutex_unlock(&q->mu);
+		fg_link_init(&lent);
+		pthread_mutex_lock(&q->mu);
+		take_all(q, &lent, true);
+		pthread_mutex_unlock(&q->mu);
+		while (!fg_link_empty(&lent)) {
+			struct fg_upstream *u = fg_container_of(lent.next, struct fg_upstream, send_link);
+			fg_link_del(&u->send_link);
+			int rc = send_some(u);
+			atomic_fetch_add_explicit(&mine->sent_for_others, 1, memory_order_relaxed);
+			if (rc == 1) {
+				u->body_sent_all = true;
+				atomic_store(&u->lent, false); /* u is its owner's again: not touched after */
+				continue;
+			}
+			atomic_fetch_add_explicit(&mine->handed_back, 1, memory_order_relaxed);
+			/* in part, or failed: the owner finishes it (its send from
+			 * body_sent on fails again, and fail() runs under the lock) */
+			pthread_mutex_lock(&q->mu);
+			enqueue(q, u);
+			atomic_store(&u->lent, false);
+			pthread_mutex_unlock(&q->mu);
+			back = true;
+		}
+		if (back)
+			fg_loop_wake(q->loop);
+	}
+	mine->n_help = 0;
 }
 
 bool fg_proxy_send_deferred(struct fg_loop *loop, void *ctx)
 {
 	struct fg_send_queue *q = ctx;
-	struct fg_upstream *todo[FG_SEND_QUEUE_MAX];
-	int rc[FG_SEND_QUEUE_MAX], err[FG_SEND_QUEUE_MAX];
-	uint32_t n, left = 0;
+	struct fg_link todo, left;
 
+	send_for_others(q);
+	fg_link_init(&todo);
+	fg_link_init(&left);
 	pthread_mutex_lock(&q->mu);
-	n = q->n;
-	memcpy(todo, q->u, n * sizeof(*todo));
-	for (uint32_t i = 0; i < n; i++)
-		todo[i]->send_deferred = false;
-	q->n = 0;
+	take_all(q, &todo, false);
 	pthread_mutex_unlock(&q->mu);
-	for (uint32_t i = 0; i < n; i++) {
-		struct fg_upstream *u = todo[i];
-		int r = send_some(u);
-		if (r == 1) {
+	while (!fg_link_empty(&todo)) {
+		struct fg_upstream *u = fg_container_of(todo.next, struct fg_upstream, send_link);
+		fg_link_del(&u->send_link);
+		int rc = send_some(u);
+		atomic_fetch_add_explicit(&q->sent_own, 1, memory_order_relaxed);
+		if (rc == 1) {
 			u->body_sent_all = true;
 			continue;
 		}
-		todo[left] = u;
-		rc[left] = r;
-		err[left++] = errno;
+		u->send_errno = rc < 0 ? errno : 0;
+		fg_link_add_tail(&left, &u->send_link);
 	}
-	if (!left)
+	if (fg_link_empty(&left))
 		return false;
 	/* sent in part (the rest at EPOLLOUT) or failed: under the lock */
 	fg_loop_retake(loop);
-	for (uint32_t i = 0; i < left; i++) {
-		if (rc[i] < 0)
-			fail(todo[i], 502, "engine_error", strerror(err[i]), true);
+	while (!fg_link_empty(&left)) {
+		struct fg_upstream *u = fg_container_of(left.next, struct fg_upstream, send_link);
+		fg_link_del(&u->send_link);
+		if (u->send_errno)
+			fail(u, 502, "engine_error", strerror(u->send_errno), true);
 		else
-			sent_events(todo[i], 0);
+			sent_events(u, 0);
 	}
 	return true;
 }
@@ -921,6 +1007,7 @@ static void fail(struct fg_upstream *u, int status, const char *code, const char
 
 void fg_upstream_abort(struct fg_upstream *u)
 {
+	off_queue(u); /* before the exchange it would send from goes */
 	if (u->client)
 		u->client->x->up = NULL;
 	u->client = NULL;
@@ -1054,6 +1141,8 @@ static void upstream_cb(struct fg_loop *loop, int fd, uint32_t events, void *ctx
 		fg_upstream_close(u); /* the engine closed (or spoke on) an idle connection */
 		return;
 	}
+	if (off_queue(u) && send_taken_back(u))
+		return;
 	if (u->connecting) {
 		int err = 0;
 		socklen_t len = sizeof(err);
@@ -1194,6 +1283,8 @@ static void upstream_timer_cb(struct fg_loop *loop, void *ctx)
 {
 	struct fg_upstream *u = ctx;
 
+	if (u->client && off_queue(u) && send_taken_back(u))
+		return;
 	if (upstream_timeouts(u, fg_now_ns()))
 		return;
 	fg_loop_timer_move(loop, u->timer, upstream_due(u));

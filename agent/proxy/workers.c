@@ -155,13 +155,16 @@ int fg_workers_start(struct fg_proxy *px, uint32_t n, char *err, size_t errlen)
 		return 0;
 
 	pthread_mutex_init(&all->lock, NULL);
-	for (uint32_t i = 0; i < n; i++)
+	for (uint32_t i = 0; i < n; i++) {
 		pthread_mutex_init(&all->w[i].sends.mu, NULL);
+		fg_link_init(&all->w[i].sends.todo);
+	}
 	if (fg_loop_share(main_loop, &all->lock)) {
 		snprintf(err, errlen, "agent.workers: eventfd: %s", strerror(errno));
 		pthread_mutex_destroy(&all->lock);
 		return -1;
 	}
+	all->w[0].sends.loop = main_loop;
 	fg_loop_on_unlocked(main_loop, fg_proxy_send_deferred, &all->w[0].sends);
 	fg_loop_lock(main_loop);
 	all->shared = true;
@@ -172,6 +175,7 @@ int fg_workers_start(struct fg_proxy *px, uint32_t n, char *err, size_t errlen)
 			snprintf(err, errlen, "agent.workers: worker %u: epoll: %s", i, strerror(errno));
 			return -1;
 		}
+		w->sends.loop = w->loop;
 		fg_loop_on_unlocked(w->loop, fg_proxy_send_deferred, &w->sends);
 		w->listen_fd = fg_listen_tcp_sibling(px->listen_fd, err, errlen, "agent.workers");
 		if (w->listen_fd < 0)
@@ -262,5 +266,17 @@ bool fg_workers_lock_times(const struct fg_workers *w, uint32_t i, uint64_t *hel
 	if (!w || !w->shared || i >= w->n || !w->w[i].loop)
 		return false;
 	fg_loop_lock_times(w->w[i].loop, held_ns, wait_ns);
+	return true;
+}
+
+bool fg_workers_send_counts(const struct fg_workers *w, uint32_t i, uint64_t *own,
+			    uint64_t *for_others, uint64_t *handed_back)
+{
+	if (!w || !w->shared || i >= w->n || !w->w[i].loop)
+		return false;
+	const struct fg_send_queue *q = &w->w[i].sends;
+	*own = atomic_load_explicit(&q->sent_own, memory_order_relaxed);
+	*for_others = atomic_load_explicit(&q->sent_for_others, memory_order_relaxed);
+	*handed_back = atomic_load_explicit(&q->handed_back, memory_order_relaxed);
 	return true;
 }

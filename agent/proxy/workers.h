@@ -41,5 +41,11 @@ uint64_t fg_workers_accepted(const struct fg_workers *w, uint32_t i);
  * Read holding the lock. */
 bool fg_workers_lock_times(const struct fg_workers *w, uint32_t i, uint64_t *held_ns,
 			   uint64_t *wait_ns);
+/* With more than one worker: the requests worker i sent to the engine
+ * after its pass, for its own connections and for other workers' (whose
+ * threads may have slept), and how many of the latter it handed back
+ * unfinished (proxy_upstream.c, "send queues"); false with one worker. */
+bool fg_workers_send_counts(const struct fg_workers *w, uint32_t i, uint64_t *own,
+			    uint64_t *for_others, uint64_t *handed_back);
 
 #endif

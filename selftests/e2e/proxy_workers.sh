@@ -14,7 +14,8 @@
 # same second (taking turns under the shared lock); every answer is right (exactly as
 # many 200s as gamma's bucket holds, the rest 429) and gamma is billed
 # exactly that. Keep-alive load over both workers leaves the buffered-bytes
-# budget at exactly 0. The agent exits cleanly (both threads joined, nothing
+# budget at exactly 0, and some of its requests were sent to the engine
+# by the worker that did not own them. The agent exits cleanly (both threads joined, nothing
 # leaked; under the ThreadSanitizer build, no race reported).
 source "$(dirname "$0")/proxy_env.inc"
 
@@ -161,5 +162,14 @@ done
 for p in "${pids[@]}"; do wait "$p"; done # not the agent's and the engine's
 expect_eq "keep-alive load: all $((n * per)) requests served" "$(codes load 200)" $((n * per))
 expect_eq "the buffered-bytes budget is back at 0" "$(metric fairgate_buffered_bytes)" 0
+# a worker's pump dispatches requests of the other's clients too; while
+# that worker's thread may sleep, the dispatcher sends them after its own
+# pass without the lock (proxy_upstream.c, "send queues"): with 8 clients
+# at once over two workers some always are
+others=0
+for w in 0 1; do
+	others=$((others + $(metric "fairgate_worker_engine_sends_total{worker=\"$w\",for=\"others\"}")))
+done
+check "some requests were sent by a worker for the other's connections ($others)" test "$others" -gt 0
 
 px_stop_agent_clean
