@@ -132,6 +132,9 @@ struct fg_exchange {
 	char cut_code[32];
 	char cut_reason[200];
 	struct fg_pcal_req pcal;  /* what calibration follows of it at the engine */
+	/* a whole answer's head read alone (upstream_recv): the gateway is
+	 * told the engine is done with it once the lock is back */
+	bool first_token_due;
 	/* fg_exchange_read_usage ran: what the response body reported */
 	bool usage_read, usage_known;
 	struct fg_usage usage;

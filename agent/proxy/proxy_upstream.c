@@ -818,8 +818,11 @@ static int response_head(struct fg_client *c, int status, bool chunked, uint64_t
 		}
 	} else if (x->sse) {
 		fg_sse_init(&x->sse_state, FG_SSE_RESPONSES, false, false);
-	} else if (x->reserved)
+	} else if (x->reserved && c->alone) {
+		x->first_token_due = true; /* told to the gateway once the lock is back (upstream_recv) */
+	} else if (x->reserved) {
 		fg_sched_first_token(c); /* a whole answer (or an error): the engine is done with it */
+	}
 
 	rc |= fg_buf_append_str(o, "HTTP/1.1 ");
 	rc |= fg_buf_append_uint(o, (uint64_t)x->status, 10);
@@ -955,12 +958,14 @@ static void finish(struct fg_upstream *u, bool reusable)
 	/* the answer leaves first: settling (a usage parse) never delays it,
 	 * and nothing else runs before the books are closed; with workers
 	 * the send and the usage parse run without the shared lock */
-	bool alone = fg_client_go_alone(c);
-	fg_client_send_early(c);
-	if (c->x->reserved)
-		fg_exchange_read_usage(c->x);
-	if (alone)
-		fg_client_back(c);
+	if (fg_buf_used(&c->out) || (c->x->reserved && !c->x->usage_read)) {
+		bool alone = fg_client_go_alone(c);
+		fg_client_send_early(c);
+		if (c->x->reserved)
+			fg_exchange_read_usage(c->x);
+		if (alone)
+			fg_client_back(c);
+	}
 	if (c->x->reserved)
 		fg_exchange_settle(c, c->x->cut_off ? c->x->cut_outcome : outcome_of(c->x->status));
 	fg_client_exchange_done(c);
@@ -1059,16 +1064,38 @@ static int fast_read(struct fg_upstream *u, const char *p, size_t n, size_t *don
 }
 
 /* With workers, the engine's bytes are received without the shared lock
- * (fg_client_go_alone: u is on its client's loop, this one) and relayed
- * under it: the relay reports output to the gateway. */
-static ssize_t upstream_recv(struct fg_upstream *u, char *buf, size_t len)
+ * (fg_client_go_alone: u is on its client's loop, this one), and so is
+ * the relay of a non-stream answer in fast_read's form: its head read and
+ * rewritten, its body copied for the client and for the usage parse
+ * (nothing of it is shared; that the engine is done with the request is
+ * told to the gateway once the lock is back, x->first_token_due), and,
+ * when it is whole, its send to the client and its usage parse (finish
+ * then only settles). A stream's relay reports output to the gateway as
+ * it goes: it runs under the lock. *fast: fast_read's answer when it ran
+ * here (-2: it did not). */
+static ssize_t upstream_recv(struct fg_upstream *u, char *buf, size_t len, int *fast, size_t *done)
 {
-	bool alone = fg_client_go_alone(u->client);
+	struct fg_client *c = u->client;
+	struct fg_exchange *x = c->x;
+	bool alone = fg_client_go_alone(c);
 	ssize_t n = recv(u->fd, buf, len, MSG_DONTWAIT);
 	int e = errno;
 
+	*fast = -2;
+	if (alone && n > 0 && !x->info.stream && (u->fast || !u->got_bytes)) {
+		*fast = fast_read(u, buf, (size_t)n, done);
+		if (*fast == 1 && x->resp_done && *done == (size_t)n) {
+			fg_client_send_early(c);
+			if (x->reserved)
+				fg_exchange_read_usage(x);
+		}
+	}
 	if (alone)
-		fg_client_back(u->client);
+		fg_client_back(c);
+	if (x->first_token_due) {
+		x->first_token_due = false;
+		fg_sched_first_token(c);
+	}
 	errno = e;
 	return n;
 }
@@ -1079,7 +1106,9 @@ static void upstream_read(struct fg_upstream *u)
 	struct fg_client *c = u->client;
 
 	for (;;) {
-		ssize_t n = upstream_recv(u, buf, sizeof(buf));
+		int fast;
+		size_t done = 0;
+		ssize_t n = upstream_recv(u, buf, sizeof(buf), &fast, &done);
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
@@ -1094,8 +1123,8 @@ static void upstream_read(struct fg_upstream *u)
 			/* later than before: the timer stays (upstream_timer_cb re-checks) */
 			u->deadline_ns = fg_now_ns() + u->px->upstream_ns;
 		}
-		size_t done = 0;
-		int fast = (u->fast || first) && n > 0 ? fast_read(u, buf, (size_t)n, &done) : 0;
+		if (fast == -2)
+			fast = (u->fast || first) && n > 0 ? fast_read(u, buf, (size_t)n, &done) : 0;
 		if (fast < 0) {
 			fail(u, 502, "engine_error", "malformed response from the engine", false);
 			return;
