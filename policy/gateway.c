@@ -650,7 +650,8 @@ double fg_gw_finish(struct fg_gateway *gw, struct fg_gw_request *r, const struct
 	return billed;
 }
 
-double fg_gw_tokenizer_ran(struct fg_gateway *gw, uint32_t tenant, uint64_t tokens, uint64_t now_ns)
+double fg_gw_tokenizer_ran(struct fg_gateway *gw, uint32_t tenant, uint64_t tokens, uint64_t now_ns,
+			   struct fg_gw_decision *refusal)
 {
 	if (tenant >= gw->n_tenants)
 		return 0;
@@ -661,6 +662,18 @@ double fg_gw_tokenizer_ran(struct fg_gateway *gw, uint32_t tenant, uint64_t toke
 	t->billed_units += units;
 	if (units > 0)
 		fg_peak_add(&gw->peaks, tenant, units, now_ns);
+	/* the bucket refills linearly below its depth: taking `units` out
+	 * moves the moment it holds the refused price by units / rate */
+	if (refusal && refusal->outcome == FG_GW_RETRY_LATER && units > 0 && t->bucket.rate > 0) {
+		double later = units / t->bucket.rate * 1e9;
+		refusal->wait_ns = (double)refusal->wait_ns + later > 1.8e19
+					   ? (uint64_t)1.8e19
+					   : refusal->wait_ns + (uint64_t)later;
+		if (t->retry_turn_ns > now_ns)
+			t->retry_turn_ns = (double)t->retry_turn_ns + later > 1.8e19
+						   ? (uint64_t)1.8e19
+						   : t->retry_turn_ns + (uint64_t)later;
+	}
 	return units;
 }
 

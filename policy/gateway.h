@@ -237,8 +237,12 @@ struct fg_gw_request *fg_gw_expire(struct fg_gateway *gw, uint64_t now_ns,
  * is billed as the tenant's own /tokenize would be (fg_price_tokenizer),
  * from the bucket (which may go into debt), outside the fair queue (it ran
  * outside the engine window). An admitted request pays for its prompt.
+ * `refusal`: admission's decision, or NULL; a rate refusal's wait
+ * (RETRY_LATER) grows by the time the bucket takes to refill the charge,
+ * and so does the tenant's retry turn, so the Retry-After stays true.
  * Returns the units billed. */
-double fg_gw_tokenizer_ran(struct fg_gateway *gw, uint32_t tenant, uint64_t tokens, uint64_t now_ns);
+double fg_gw_tokenizer_ran(struct fg_gateway *gw, uint32_t tenant, uint64_t tokens, uint64_t now_ns,
+			   struct fg_gw_decision *refusal);
 
 uint64_t fg_gw_next_deadline(const struct fg_gateway *gw);
 

@@ -661,13 +661,15 @@ static void refuse_never(struct fg_client *c, const struct fg_gw_decision *d)
 /* A request admission refuses, whose prompt the engine counted, pays for
  * the count: the engine did that work for nothing it will bill. Called
  * before the refusal is written (that may end the exchange). */
-static void bill_refused_count(struct fg_client *c)
+/* `refusal`: admission's decision, whose Retry-After then counts the
+ * time the bucket takes to refill the count's price */
+static void bill_refused_count(struct fg_client *c, struct fg_gw_decision *refusal)
 {
 	struct fg_exchange *x = c->x;
 
 	if (x->counted_tokens && x->tenant->live)
 		fg_tenants_charged(x->tenant, fg_gw_tokenizer_ran(c->px->gw, x->tenant->id,
-								  x->counted_tokens, fg_now_ns()));
+								  x->counted_tokens, fg_now_ns(), refusal));
 	x->counted_tokens = 0;
 }
 
@@ -680,7 +682,7 @@ static bool refuse_inflight(struct fg_client *c)
 	if (!cap || c->px->gw->t[x->tenant->id].inflight < cap)
 		return false;
 	fg_tenants_count(x->tenant, FG_OUT_INFLIGHT_LIMITED);
-	bill_refused_count(c);
+	bill_refused_count(c, NULL);
 	snprintf(msg, sizeof(msg),
 		 "Tenant '%s' has %u requests in flight, the most the gateway holds for one tenant "
 		 "(agent.limits.max_inflight_per_tenant); retry when one of them has finished.",
@@ -835,20 +837,20 @@ static bool admit(struct fg_client *c)
 		return true;
 	case FG_GW_RETRY_LATER:
 		fg_tenants_count(x->tenant, FG_OUT_RATE_LIMITED);
-		bill_refused_count(c);
+		bill_refused_count(c, &d);
 		fg_tenants_publish(px->st, &px->tenants, x->tenant, now);
 		refuse_rate(c, &d);
 		return false;
 	case FG_GW_CONTEXT_EXCEEDED:
 	case FG_GW_KV_NEVER:
 	case FG_GW_NO_LONG_POOL:
-		bill_refused_count(c);
+		bill_refused_count(c, NULL);
 		refuse_size(c, &d);
 		return false;
 	case FG_GW_BUCKET_NEVER:
 	default:
 		fg_tenants_count(x->tenant, FG_OUT_NEVER_FITS);
-		bill_refused_count(c);
+		bill_refused_count(c, NULL);
 		refuse_never(c, &d);
 		return false;
 	}

@@ -382,7 +382,7 @@ static void moved_marks_whose_books_moved(void **state)
 	assert_ptr_equal(fg_gw_expire(gw, 31 * NS, &why), &b);
 	assert_true(fg_idset_has(&gw->moved, 1));
 	fg_idset_clear(&gw->moved);
-	fg_gw_tokenizer_ran(gw, 0, 100, 32 * NS);
+	fg_gw_tokenizer_ran(gw, 0, 100, 32 * NS, NULL);
 	assert_true(fg_idset_has(&gw->moved, 0));
 	fg_idset_clear(&gw->moved);
 	/* refused for the rate marks it too: refused units are books the
@@ -837,7 +837,7 @@ static void an_exact_count_is_billed_like_tokenize(void **state)
 	double level0 = fg_bucket_level(&gw->t[1].bucket, now);
 	double vtc0 = gw->fq.t[1].vtc;
 
-	double units = fg_gw_tokenizer_ran(gw, 1, 40000, now);
+	double units = fg_gw_tokenizer_ran(gw, 1, 40000, now, NULL);
 	assert_true(units > 0);
 	/* one definition: the price of the tenant's own /tokenize of as many tokens */
 	struct fg_prompt_est est = { .tokens = 40000, .tokens_max = 40000 };
@@ -853,10 +853,46 @@ static void an_exact_count_is_billed_like_tokenize(void **state)
 	assert_true(gw->fq.t[1].vtc == vtc0);
 	/* globex's bucket (1000/s, 60 s) emptied by counts alone goes into debt */
 	for (int i = 0; i < 40; i++)
-		fg_gw_tokenizer_ran(gw, 1, 40000, now);
+		fg_gw_tokenizer_ran(gw, 1, 40000, now, NULL);
 	assert_true(fg_bucket_level(&gw->t[1].bucket, now) < 0);
 	/* no tenant, no charge */
-	assert_true(fg_gw_tokenizer_ran(gw, 99, 40000, now) == 0);
+	assert_true(fg_gw_tokenizer_ran(gw, 99, 40000, now, NULL) == 0);
+}
+
+/* A rate refusal after an exact count: the count's price leaves the
+ * bucket after admission decided, so the wait admission stated would be
+ * short by its refill; the wait, and the tenant's retry turn, move by it,
+ * and at the stated moment the bucket holds the refused price again. */
+static void a_count_refused_on_rate_tells_a_true_wait(void **state)
+{
+	struct fixture *f = *state;
+	struct fg_gateway *gw = &f->gw;
+	static struct fg_gw_request rs[64];
+	struct fg_request_shape s = shape(4000, 1000, 1);
+	uint64_t now = 0;
+	int admitted = 0;
+	struct fg_gw_decision d;
+
+	/* globex: 60000-unit burst, 1000 units/s */
+	while ((d = fg_gw_admit(gw, &rs[admitted], 1, "m", &s, now)).outcome == FG_GW_QUEUED)
+		admitted++;
+	assert_int_equal(d.outcome, FG_GW_RETRY_LATER);
+	uint64_t stated = d.wait_ns, turn = gw->t[1].retry_turn_ns;
+	double units = fg_gw_tokenizer_ran(gw, 1, 40000, now, &d);
+	assert_true(units > 0);
+	double later = units / 1000 * 1e9;
+	assert_true(fabs((double)(d.wait_ns - stated) - later) <= 1);
+	assert_true(fabs((double)(gw->t[1].retry_turn_ns - turn) - later) <= 1);
+	/* what was stated before the count: too early now */
+	assert_true(fg_bucket_level(&gw->t[1].bucket, now + stated) < d.cost - 1);
+	/* what is stated now: the refused price fits (the spread only adds) */
+	assert_true(fg_bucket_level(&gw->t[1].bucket, now + d.wait_ns) >= d.cost - 1e-6);
+	/* a refusal of another kind, or none, keeps its decision */
+	struct fg_gw_decision other = { .outcome = FG_GW_CONTEXT_EXCEEDED, .wait_ns = 7 };
+	fg_gw_tokenizer_ran(gw, 1, 40000, now, &other);
+	assert_int_equal(other.wait_ns, 7);
+	for (int i = 0; i < admitted; i++)
+		fg_gw_abort(gw, &rs[i], now);
 }
 
 int main(void)
@@ -867,6 +903,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(no_tenant_moves_another_s_estimate, setup, teardown),
 		cmocka_unit_test_setup_teardown(exact_counts_are_asked_near_limits_only, setup, teardown),
 		cmocka_unit_test_setup_teardown(an_exact_count_is_billed_like_tokenize, setup, teardown),
+		cmocka_unit_test_setup_teardown(a_count_refused_on_rate_tells_a_true_wait, setup, teardown),
 		cmocka_unit_test_setup_teardown(the_true_prompt_is_checked_again, setup, teardown),
 		cmocka_unit_test_setup_teardown(refusals_say_why, setup, teardown),
 		cmocka_unit_test_setup_teardown(retry_after_from_refill, setup, teardown),
