@@ -227,12 +227,12 @@ struct fg_upstream {
 	struct fg_buf out;        /* request head; the body is sent from the exchange */
 	size_t body_sent;
 	bool body_sent_all;
-	/* with workers (proxy_upstream.c, "send queues"): on its loop's send
-	 * queue (changed under the queue's mutex); being sent by a worker
-	 * that is not its owner, without any lock (set under the queue's
-	 * mutex as it leaves the queue, cleared when that send is over) */
-	atomic_bool send_deferred, lent;
-	struct fg_link send_link; /* on the queue, or on the list of its sender */
+	/* with workers (proxy_upstream.c, "send queues"): none, on its loop's
+	 * send queue, or lent (being sent by a worker that is not its owner,
+	 * without any lock); queued and lent are entered under the queue's
+	 * mutex only */
+	atomic_int send_state;
+	struct fg_link send_link; /* on the queue, or on its owner's list while it sends */
 	int send_errno;           /* the owner's send after its pass: 0 = in part, else what failed */
 	struct fg_client *client;
 	uint64_t deadline_ns;
@@ -251,6 +251,7 @@ struct fg_upstream {
 struct fg_send_queue {
 	pthread_mutex_t mu;
 	struct fg_link todo;      /* struct fg_upstream.send_link, oldest first */
+	uint32_t n;               /* on todo */
 	struct fg_loop *loop;     /* whose queue it is: woken for what is handed back */
 	/* this loop's thread only: the queues of other loops it dispatched
 	 * to while their threads may sleep, sent after its pass */

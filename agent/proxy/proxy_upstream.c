@@ -436,10 +436,12 @@ static void fail(struct fg_upstream *u, int status, const char *code, const char
  * first: a request still queued is taken back (and sent there, under the
  * lock, by an owner going on with the connection: rare, as nothing comes
  * from the engine before the request), one another worker is sending is
- * waited out (`lent`: that worker holds no lock while it sends, so the
- * wait is one send). What another worker's send did not finish goes back
- * on the owner's queue, and the owner is woken to finish or fail it under
- * the lock. No other thread touches a connection or a client in
+ * waited out (SEND_LENT: that worker holds no lock while it sends, and
+ * lends one request at a time, so the wait is one send), and if that send
+ * did not all go, the request is back on the queue and taken back in
+ * turn. A worker that sends for another stops at the first send that does
+ * not all go: it goes back on the owner's queue, and the owner is woken
+ * to finish it, or fail it, under the lock. No other thread touches a connection or a client in
  * CL_UPSTREAM but the reload's timer pull-in, which reads neither u->out
  * nor what the send writes; whatever of u the dispatcher sets is set
  * before it is queued. */
@@ -449,47 +451,51 @@ static struct fg_send_queue *send_queue_of(const struct fg_upstream *u)
 	return fg_loop_shared(u->loop) ? fg_loop_unlocked_ctx(u->loop) : NULL;
 }
 
+/* u->send_state: SEND_QUEUED and SEND_LENT are entered under q->mu only;
+ * SEND_LENT -> SEND_NONE (a lender's send that all went) is the one
+ * change without it. So, holding the shared lock (nobody else queues u
+ * then), an owner that reads SEND_NONE knows nobody will touch u's send
+ * until it queues it again. */
+enum { SEND_NONE = 0, SEND_QUEUED, SEND_LENT };
+
 static void enqueue(struct fg_send_queue *q, struct fg_upstream *u) /* q->mu held */
 {
 	fg_link_add_tail(&q->todo, &u->send_link);
-	atomic_store(&u->send_deferred, true);
+	q->n++;
+	atomic_store(&u->send_state, SEND_QUEUED);
 }
 
-/* Everything on q (q->mu held) onto `to`; lent: for a worker that is not
- * the owner, marked before it leaves the queue, so that the owner's
- * off_queue, which looks at send_deferred first, cannot miss both */
-static void take_all(struct fg_send_queue *q, struct fg_link *to, bool lend)
+/* u off q (q->mu held), its send now `to`'s: SEND_NONE for the owner,
+ * SEND_LENT for a worker that is not */
+static void dequeue(struct fg_send_queue *q, struct fg_upstream *u, int to)
 {
-	while (!fg_link_empty(&q->todo)) {
-		struct fg_upstream *u = fg_container_of(q->todo.next, struct fg_upstream, send_link);
-		if (lend)
-			atomic_store(&u->lent, true);
-		atomic_store(&u->send_deferred, false);
-		fg_link_del(&u->send_link);
-		fg_link_add_tail(to, &u->send_link);
-	}
+	fg_link_del(&u->send_link);
+	q->n--;
+	atomic_store(&u->send_state, to);
 }
 
 /* The owner's thread, holding the lock, before it touches u or its
- * client's exchange: u's request off its queue if still there (true: the
- * caller sends it, or drops it with u), and another worker's send of it
- * waited out. */
+ * client's exchange: u's request off its queue if it is there (true: the
+ * caller sends it, or drops it with u), after waiting out another
+ * worker's send of it, which may end with it back on the queue. */
 static bool off_queue(struct fg_upstream *u)
 {
 	bool was = false;
+	int st;
 
-	if (atomic_load(&u->send_deferred)) {
+	while ((st = atomic_load(&u->send_state)) != SEND_NONE) {
+		if (st == SEND_LENT) {
+			sched_yield(); /* the sender holds no lock: one send */
+			continue;
+		}
 		struct fg_send_queue *q = send_queue_of(u);
 		pthread_mutex_lock(&q->mu);
-		was = atomic_load(&u->send_deferred);
-		if (was) {
-			atomic_store(&u->send_deferred, false);
-			fg_link_del(&u->send_link);
+		if (atomic_load(&u->send_state) == SEND_QUEUED) {
+			dequeue(q, u, SEND_NONE);
+			was = true;
 		}
 		pthread_mutex_unlock(&q->mu);
 	}
-	while (atomic_load(&u->lent))
-		sched_yield(); /* the sender holds no lock: one send */
 	return was;
 }
 
@@ -536,39 +542,45 @@ static bool defer_send(struct fg_upstream *u)
 
 /* Other loops' requests this thread dispatched while their threads may
  * sleep, sent after its pass without any lock (before it takes the lock
- * again: an owner holding it may be waiting in off_queue for one). */
+ * again: an owner holding it may be waiting in off_queue for one). One at
+ * a time, each lent only while it goes, so an owner waits for one send at
+ * most; no more than its queue held when this began (the owner may add
+ * its own meanwhile, which it sends itself), and none after one that did
+ * not all go: that one is handed back, and the owner woken to finish it
+ * and the rest under the lock. */
 static void send_for_others(struct fg_send_queue *mine)
 {
 	for (uint32_t i = 0; i < mine->n_help; i++) {
 		struct fg_send_queue *q = mine->help[i];
-		struct fg_link lent;
-		bool back = false;
 
-		fg_link_init(&lent);
 		pthread_mutex_lock(&q->mu);
-		take_all(q, &lent, true);
+		uint32_t left = q->n;
 		pthread_mutex_unlock(&q->mu);
-		while (!fg_link_empty(&lent)) {
-			struct fg_upstream *u = fg_container_of(lent.next, struct fg_upstream, send_link);
-			fg_link_del(&u->send_link);
+		while (left--) {
+			pthread_mutex_lock(&q->mu);
+			struct fg_upstream *u = fg_link_empty(&q->todo) ? NULL
+					      : fg_container_of(q->todo.next, struct fg_upstream, send_link);
+			if (u)
+				dequeue(q, u, SEND_LENT);
+			pthread_mutex_unlock(&q->mu);
+			if (!u)
+				break; /* its owner took the rest */
 			int rc = send_some(u);
 			atomic_fetch_add_explicit(&mine->sent_for_others, 1, memory_order_relaxed);
 			if (rc == 1) {
 				u->body_sent_all = true;
-				atomic_store(&u->lent, false); /* u is its owner's again: not touched after */
+				atomic_store(&u->send_state, SEND_NONE); /* its owner's again: not touched after */
 				continue;
 			}
-			atomic_fetch_add_explicit(&mine->handed_back, 1, memory_order_relaxed);
 			/* in part, or failed: the owner finishes it (its send from
 			 * body_sent on fails again, and fail() runs under the lock) */
+			atomic_fetch_add_explicit(&mine->handed_back, 1, memory_order_relaxed);
 			pthread_mutex_lock(&q->mu);
 			enqueue(q, u);
-			atomic_store(&u->lent, false);
 			pthread_mutex_unlock(&q->mu);
-			back = true;
-		}
-		if (back)
 			fg_loop_wake(q->loop);
+			break;
+		}
 	}
 	mine->n_help = 0;
 }
@@ -582,7 +594,11 @@ bool fg_proxy_send_deferred(struct fg_loop *loop, void *ctx)
 	fg_link_init(&todo);
 	fg_link_init(&left);
 	pthread_mutex_lock(&q->mu);
-	take_all(q, &todo, false);
+	while (!fg_link_empty(&q->todo)) {
+		struct fg_upstream *u = fg_container_of(q->todo.next, struct fg_upstream, send_link);
+		dequeue(q, u, SEND_NONE);
+		fg_link_add_tail(&todo, &u->send_link);
+	}
 	pthread_mutex_unlock(&q->mu);
 	while (!fg_link_empty(&todo)) {
 		struct fg_upstream *u = fg_container_of(todo.next, struct fg_upstream, send_link);
@@ -961,7 +977,7 @@ static void finish(struct fg_upstream *u, bool reusable)
 	if (fg_buf_used(&c->out) || (c->x->reserved && !c->x->usage_read)) {
 		bool alone = fg_client_go_alone(c);
 		fg_client_send_early(c);
-		if (c->x->reserved)
+		if (c->x->reserved && !c->x->usage_read)
 			fg_exchange_read_usage(c->x);
 		if (alone)
 			fg_client_back(c);
