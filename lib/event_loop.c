@@ -446,18 +446,7 @@ void fg_loop_lock(struct fg_loop *loop)
 	lock_take(loop);
 }
 
-void fg_loop_unlock(struct fg_loop *loop)
-{
-	lock_give(loop);
-}
-
-void fg_loop_lock_times(const struct fg_loop *loop, uint64_t *held_ns, uint64_t *wait_ns)
-{
-	*held_ns = loop->lock_held_ns;
-	*wait_ns = loop->lock_wait_ns;
-}
-
-bool fg_loop_release(struct fg_loop *loop)
+bool fg_loop_unlock(struct fg_loop *loop)
 {
 	if (!loop->lock)
 		return false;
@@ -465,9 +454,10 @@ bool fg_loop_release(struct fg_loop *loop)
 	return true;
 }
 
-void fg_loop_retake(struct fg_loop *loop)
+void fg_loop_lock_times(const struct fg_loop *loop, uint64_t *held_ns, uint64_t *wait_ns)
 {
-	lock_take(loop);
+	*held_ns = loop->lock_held_ns;
+	*wait_ns = loop->lock_wait_ns;
 }
 
 void fg_loop_on_unlocked(struct fg_loop *loop, fg_unlocked_cb cb, void *ctx)

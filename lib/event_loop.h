@@ -4,7 +4,8 @@
  * registers on a loop. Alone, a loop is one thread's and takes no lock; with
  * agent.workers > 1 each worker thread runs a loop of its own and all of them
  * share one lock (fg_loop_share), held while any callback runs unless the
- * callback lets go of it for its own thread's work (fg_loop_release). Timers are one-shot, ordered by
+ * callback lets go of it for its own thread's work (fg_loop_unlock).
+ * Timers are one-shot, ordered by
  * lib/id_heap.c keyed on CLOCK_MONOTONIC nanoseconds (ties in the order they
  * were armed); each timer knows its place in the heap, so arming, re-arming
  * and cancelling one costs O(log n) with n timers armed, never a search.
@@ -75,19 +76,22 @@ bool fg_loop_accept_failed(struct fg_loop *loop, int fd, int err);
  * NULL makes it one thread's again (once the others are gone). -1 with
  * errno when the eventfd cannot be made. */
 int fg_loop_share(struct fg_loop *loop, pthread_mutex_t *lock);
-/* From inside one of a shared loop's own callbacks: let go of the shared
- * lock for work that touches only what this thread owns (and atomics),
- * never the loop itself nor anything another thread reaches under the
- * lock; true when it did, and then fg_loop_retake must follow before the
- * callback returns. A loop that is not shared has no lock: false, at the
+/* The shared lock, taken and given by the loop's own thread, timed
+ * (fg_loop_lock_times). fg_loop_run takes and gives it itself; these are
+ * for the rest: before the first run and around joining the others, and
+ * from inside one of the loop's own callbacks, to let go of the lock for
+ * work that touches only what this thread owns (and atomics), never the
+ * loop itself nor anything another thread reaches under the lock. Unlock
+ * returns true when it let go (then fg_loop_lock must follow before the
+ * callback returns); a loop that is not shared has no lock: false, at the
  * cost of one test. */
-bool fg_loop_release(struct fg_loop *loop);
-void fg_loop_retake(struct fg_loop *loop);
+void fg_loop_lock(struct fg_loop *loop);
+bool fg_loop_unlock(struct fg_loop *loop);
 /* A shared loop's thread calls cb once a pass, after it has let go of the
  * lock and before it waits: work on what only this thread touches, done
  * without the lock (the proxy's sends of the requests this thread
  * dispatched in the pass). cb returns false without the lock; or true
- * holding it again (fg_loop_retake) for what it could not finish alone,
+ * holding it again (fg_loop_lock) for what it could not finish alone,
  * and the loop then runs its due timers and passes again before it waits.
  * NULL: none. */
 typedef bool (*fg_unlocked_cb)(struct fg_loop *loop, void *ctx);
@@ -106,11 +110,6 @@ bool fg_loop_asleep(const struct fg_loop *loop);
 void fg_loop_wake(struct fg_loop *loop);
 /* Whether the loop shares a lock with others (fg_loop_share). */
 bool fg_loop_shared(const struct fg_loop *loop);
-/* A shared loop's thread takes and gives its lock outside fg_loop_run
- * (before the first run, around joining the others) through these, so
- * what it holds is timed. */
-void fg_loop_lock(struct fg_loop *loop);
-void fg_loop_unlock(struct fg_loop *loop);
 /* How long the loop's thread has held the shared lock (callbacks and
  * timers, and any holding outside fg_loop_run) and waited to take it;
  * read by a thread holding the lock. */

@@ -439,13 +439,13 @@ bool fg_client_go_alone(struct fg_client *c)
 	if (!fg_loop_shared(c->loop) || fg_loop_current() != c->loop)
 		return false;
 	c->alone = true;
-	fg_loop_release(c->loop);
+	fg_loop_unlock(c->loop);
 	return true;
 }
 
 void fg_client_back(struct fg_client *c)
 {
-	fg_loop_retake(c->loop);
+	fg_loop_lock(c->loop);
 	c->alone = false;
 	/* a reload's pull-in skipped both while c was alone */
 	fg_client_timer_due(c);

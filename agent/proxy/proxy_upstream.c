@@ -615,7 +615,7 @@ bool fg_proxy_send_deferred(struct fg_loop *loop, void *ctx)
 	if (fg_link_empty(&left))
 		return false;
 	/* sent in part (the rest at EPOLLOUT) or failed: under the lock */
-	fg_loop_retake(loop);
+	fg_loop_lock(loop);
 	while (!fg_link_empty(&left)) {
 		struct fg_upstream *u = fg_container_of(left.next, struct fg_upstream, send_link);
 		fg_link_del(&u->send_link);

@@ -7,7 +7,7 @@
  * fg_loop_run returns holding the lock; unsharing makes the loop run
  * without one again; fg_loop_current names the loop a callback runs
  * on, in each thread its own; and a callback that lets go of the lock
- * (fg_loop_release) lets another thread take it until fg_loop_retake,
+ * (fg_loop_unlock) lets another thread take it until fg_loop_lock,
  * while an unshared loop has none to let go; the time a loop's thread
  * holds the lock and waits for it is counted (fg_loop_lock_times); the
  * fg_loop_on_unlocked callback runs once a pass without the lock, and one
@@ -246,11 +246,11 @@ static void release_and_let_in(struct fg_loop *loop, void *ctx)
 	pthread_t t;
 	(void)ctx;
 
-	released = fg_loop_release(loop);
+	released = fg_loop_unlock(loop);
 	assert_int_equal(pthread_create(&t, NULL, take_lock, NULL), 0);
 	assert_int_equal(pthread_join(t, NULL), 0);
 	if (released)
-		fg_loop_retake(loop);
+		fg_loop_lock(loop);
 	held_after_retake = pthread_mutex_trylock(&lock);
 	if (!held_after_retake)
 		pthread_mutex_unlock(&lock);
@@ -387,7 +387,7 @@ static bool retake_and_arm(struct fg_loop *loop, void *ctx)
 	(void)ctx;
 	if (retake_calls++)
 		return false;
-	fg_loop_retake(loop);
+	fg_loop_lock(loop);
 	retake_armed_ns = fg_now_ns();
 	assert_true(fg_loop_timer(loop, 0, stop_timer, NULL) != 0);
 	return true;
