@@ -650,6 +650,14 @@ double fg_gw_finish(struct fg_gateway *gw, struct fg_gw_request *r, const struct
 	return billed;
 }
 
+/* ns + later, held below 2^64 (the cap fg_retry_turn_ns keeps too) */
+static uint64_t ns_later(uint64_t ns, double later)
+{
+	double at = (double)ns + later;
+
+	return at > 1.8e19 ? (uint64_t)1.8e19 : ns + (uint64_t)later;
+}
+
 double fg_gw_tokenizer_ran(struct fg_gateway *gw, uint32_t tenant, uint64_t tokens, uint64_t now_ns,
 			   struct fg_gw_decision *refusal)
 {
@@ -666,13 +674,9 @@ double fg_gw_tokenizer_ran(struct fg_gateway *gw, uint32_t tenant, uint64_t toke
 	 * moves the moment it holds the refused price by units / rate */
 	if (refusal && refusal->outcome == FG_GW_RETRY_LATER && units > 0 && t->bucket.rate > 0) {
 		double later = units / t->bucket.rate * 1e9;
-		refusal->wait_ns = (double)refusal->wait_ns + later > 1.8e19
-					   ? (uint64_t)1.8e19
-					   : refusal->wait_ns + (uint64_t)later;
+		refusal->wait_ns = ns_later(refusal->wait_ns, later);
 		if (t->retry_turn_ns > now_ns)
-			t->retry_turn_ns = (double)t->retry_turn_ns + later > 1.8e19
-						   ? (uint64_t)1.8e19
-						   : t->retry_turn_ns + (uint64_t)later;
+			t->retry_turn_ns = ns_later(t->retry_turn_ns, later);
 	}
 	return units;
 }

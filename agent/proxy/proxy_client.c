@@ -660,9 +660,9 @@ static void refuse_never(struct fg_client *c, const struct fg_gw_decision *d)
  * back off on their own. Its running requests are not touched. */
 /* A request admission refuses, whose prompt the engine counted, pays for
  * the count: the engine did that work for nothing it will bill. Called
- * before the refusal is written (that may end the exchange). */
-/* `refusal`: admission's decision, whose Retry-After then counts the
- * time the bucket takes to refill the count's price */
+ * before the refusal is written (that may end the exchange). `refusal`:
+ * admission's decision, whose Retry-After then counts the time the bucket
+ * takes to refill the count's price (NULL: a refusal with no such wait). */
 static void bill_refused_count(struct fg_client *c, struct fg_gw_decision *refusal)
 {
 	struct fg_exchange *x = c->x;

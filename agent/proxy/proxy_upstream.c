@@ -441,10 +441,10 @@ static void fail(struct fg_upstream *u, int status, const char *code, const char
  * did not all go, the request is back on the queue and taken back in
  * turn. A worker that sends for another stops at the first send that does
  * not all go: it goes back on the owner's queue, and the owner is woken
- * to finish it, or fail it, under the lock. No other thread touches a connection or a client in
- * CL_UPSTREAM but the reload's timer pull-in, which reads neither u->out
- * nor what the send writes; whatever of u the dispatcher sets is set
- * before it is queued. */
+ * to finish it, or fail it, under the lock. No other thread touches a
+ * connection or a client in CL_UPSTREAM but the reload's timer pull-in,
+ * which reads neither u->out nor what the send writes; whatever of u the
+ * dispatcher sets is set before it is queued. */
 
 static struct fg_send_queue *send_queue_of(const struct fg_upstream *u)
 {
